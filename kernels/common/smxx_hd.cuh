@@ -1,0 +1,67 @@
+// Qualifiers and bit casts usable from host C++ (g++) and device code (nvcc / NVRTC). No standard headers: NVRTC
+// compiles these files without a C++ standard library.
+#pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define SVDQ_HD __host__ __device__ __forceinline__
+#define SVDQ_DEV __device__ __forceinline__
+#else
+#define SVDQ_HD inline
+#define SVDQ_DEV inline
+#endif
+
+namespace svdq_k {
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+SVDQ_HD u32 f32_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  u32 u;
+  __builtin_memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
+SVDQ_HD float f32_from_bits(u32 u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+// IEEE single-precision steps with round-to-nearest-even, never contracted into an FMA.
+SVDQ_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;  // host: built with -ffp-contract=off, SSE single precision
+#endif
+}
+
+SVDQ_HD float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+SVDQ_HD float abs_f(float x) { return f32_from_bits(f32_bits(x) & 0x7FFFFFFFu); }
+SVDQ_HD bool is_nan_f(float x) { return (f32_bits(x) & 0x7FFFFFFFu) > 0x7F800000u; }
+// max that ignores a NaN operand (as fmaxf).
+SVDQ_HD float max_ignore_nan(float a, float b) {
+  if (is_nan_f(a)) return b;
+  if (is_nan_f(b)) return a;
+  return a > b ? a : b;
+}
+
+}  // namespace svdq_k

@@ -1,0 +1,38 @@
+// Kernel parameter blocks, shared by host launchers and device programs (identical layout on both sides).
+#pragma once
+#include "common/smxx_hd.cuh"
+
+namespace svdq_k {
+
+struct MmParams {
+  const u8* a;       // [M, K/2] packed E2M1
+  const u8* b;       // [N, K/2]
+  const u8* a_sf;    // swizzled 128x4
+  const u8* b_sf;
+  const float* alpha;
+  const u16* d;      // bf16 [M, r]
+  const u16* l1;     // bf16 [N, r]
+  const u16* bias;   // bf16 [N] or null
+  u16* out;          // bf16 [M, N]
+  i64 m, n, k, rank;
+};
+
+struct QuantizeParams {
+  const u16* x;           // bf16 [M, K]
+  const u16* pqs;         // bf16 [K] or null (plain quantize)
+  const float* global_scale;
+  u8* xq;                 // [M, K/2]
+  u8* sf;                 // scales
+  i64 m, k;
+  i64 sf_rows, sf_cols;   // grid of scale positions the kernel walks (padded for the swizzled layout)
+  int swizzled;           // 1: 128x4 swizzled, 0: linear [M, K/16]
+};
+
+struct LoraDownParams {
+  const u16* x;     // bf16 [M, K]
+  const u16* l2t;   // bf16 [K, r]
+  u16* d;           // bf16 [M, r]
+  i64 m, k, rank;
+};
+
+}  // namespace svdq_k

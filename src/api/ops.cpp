@@ -1,0 +1,168 @@
+// Public entry points: validate -> route -> get kernel (compiled/cached) -> launch.
+#include <atomic>
+
+#include "api/validate.hpp"
+#include "common/checked.hpp"
+#include "common/smxx_params.cuh"
+#include "jit/kernel_cache.hpp"
+#include "router/router.hpp"
+#include "svdq/svdq.hpp"
+
+namespace svdq {
+
+namespace detail {
+namespace {
+std::atomic<int64_t> g_launches{0};
+}
+int64_t launch_count() { return g_launches.load(); }
+}  // namespace detail
+
+namespace {
+
+void launch(const registry::Build& b, const jit::DeviceTarget& dev, unsigned gx, unsigned gy, Stream stream,
+            void* params) {
+  const jit::LoadedKernel& k = jit::get_kernel(b, dev);
+  void* args[] = {params};
+  ++detail::g_launches;
+  jit::launch(k, gx, gy, 1, static_cast<unsigned>(b.threads), static_cast<unsigned>(b.smem_bytes),
+              reinterpret_cast<CUstream>(stream), args);
+}
+
+template <typename T>
+const T* cptr(const TensorView& t) { return static_cast<const T*>(t.data); }
+template <typename T>
+T* mptr(const TensorView& t) { return static_cast<T*>(t.data); }
+
+void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* a_sf, const void* b_sf,
+               const void* alpha, const void* d, const void* l1, const void* bias, void* out, Stream stream) {
+  const jit::DeviceTarget& dev = jit::current_device();
+  const registry::Build& build = router::select_gemm(dev, {dm.m, dm.n, dm.k, dm.rank, dm.has_bias});
+  svdq_k::MmParams p{};
+  p.a = static_cast<const svdq_k::u8*>(a);
+  p.b = static_cast<const svdq_k::u8*>(b);
+  p.a_sf = static_cast<const svdq_k::u8*>(a_sf);
+  p.b_sf = static_cast<const svdq_k::u8*>(b_sf);
+  p.alpha = static_cast<const float*>(alpha);
+  p.d = static_cast<const svdq_k::u16*>(d);
+  p.l1 = static_cast<const svdq_k::u16*>(l1);
+  p.bias = dm.has_bias ? static_cast<const svdq_k::u16*>(bias) : nullptr;
+  p.out = static_cast<svdq_k::u16*>(out);
+  p.m = dm.m;
+  p.n = dm.n;
+  p.k = dm.k;
+  p.rank = dm.rank;
+  const unsigned gx = static_cast<unsigned>((dm.n + build.bn - 1) / build.bn);
+  const unsigned gy = static_cast<unsigned>((dm.m + build.bm - 1) / build.bm);
+  launch(build, dev, gx, gy, stream, &p);
+}
+
+void launch_quantize(const api::QuantDims& q, const void* x, const void* pqs, const void* gs, void* xq, void* sf,
+                     ScaleLayout layout, Stream stream) {
+  const jit::DeviceTarget& dev = jit::current_device();
+  const registry::Build& build = router::select_quantize(dev);
+  svdq_k::QuantizeParams p{};
+  p.x = static_cast<const svdq_k::u16*>(x);
+  p.pqs = static_cast<const svdq_k::u16*>(pqs);
+  p.global_scale = static_cast<const float*>(gs);
+  p.xq = static_cast<svdq_k::u8*>(xq);
+  p.sf = static_cast<svdq_k::u8*>(sf);
+  p.m = q.m;
+  p.k = q.k;
+  p.swizzled = layout == ScaleLayout::Swizzled128x4 ? 1 : 0;
+  p.sf_rows = p.swizzled ? checked::round_up(q.m, 128, "scale rows") : q.m;
+  p.sf_cols = p.swizzled ? checked::round_up(q.k / 16, 4, "scale columns") : q.k / 16;
+  const int64_t blocks = checked::ceil_div(checked::mul(p.sf_rows, p.sf_cols, "scale grid"), build.threads, "quantize grid");
+  if (blocks > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, "nvfp4_quantize: argument 'x' is too large for one launch");
+  launch(build, dev, static_cast<unsigned>(blocks), 1, stream, &p);
+}
+
+}  // namespace
+
+int64_t scale_buffer_bytes(int64_t rows, int64_t k, ScaleLayout layout) {
+  if (rows < 0) throw Error(ErrorCode::InvalidArgument, "scale_buffer_bytes: argument 'rows' must be >= 0");
+  if (k <= 0 || k % 16 != 0) throw Error(ErrorCode::InvalidArgument, "scale_buffer_bytes: argument 'k' must be a positive multiple of 16");
+  if (layout == ScaleLayout::Linear) return checked::mul(rows, k / 16, "scale buffer bytes");
+  if (layout != ScaleLayout::Swizzled128x4)
+    throw Error(ErrorCode::InvalidArgument, "scale_buffer_bytes: argument 'layout' has an invalid tag " +
+                                                std::to_string(static_cast<int>(layout)));
+  return checked::mul(checked::round_up(rows, 128, "scale rows"), checked::round_up(k / 16, 4, "scale columns"),
+                      "scale buffer bytes");
+}
+
+namespace {
+struct LinearLayout {
+  int64_t xq = 0, sf = 0, d = 0, total = 0;
+};
+LinearLayout linear_layout(int64_t m, int64_t k, int64_t rank) {
+  LinearLayout l;
+  const int64_t xq_bytes = checked::mul(m, k / 2, "workspace xq");
+  const int64_t sf_bytes = scale_buffer_bytes(m, k, ScaleLayout::Swizzled128x4);
+  const int64_t d_bytes = checked::mul(checked::mul(m, rank, "workspace d"), 2, "workspace d");
+  l.sf = checked::round_up(xq_bytes, 256, "workspace");
+  l.d = checked::round_up(checked::add(l.sf, sf_bytes, "workspace"), 256, "workspace");
+  l.total = checked::add(l.d, d_bytes, "workspace");
+  return l;
+}
+}  // namespace
+
+int64_t svdquant_linear_workspace_size(int64_t m, int64_t k, int64_t rank) {
+  if (m < 1 || k <= 0 || k % 32 != 0 || rank < 16 || rank > 256 || rank % 16 != 0)
+    throw Error(ErrorCode::InvalidArgument,
+                "svdquant_linear_workspace_size: arguments must satisfy m >= 1, k a positive multiple of 32, rank a "
+                "multiple of 16 in [16, 256]");
+  return linear_layout(m, k, rank).total;
+}
+
+void mm_nvfp4_svdquant(const TensorView& a, const TensorView& b, const TensorView& a_sf, const TensorView& b_sf,
+                       const TensorView& alpha, const TensorView& d, const TensorView& l1, const TensorView& bias,
+                       const TensorView& out, Stream stream) {
+  const api::MmDims dm = api::validate_mm(a, b, a_sf, b_sf, alpha, d, l1, bias, out);
+  launch_mm(dm, a.data, b.data, a_sf.data, b_sf.data, alpha.data, d.data, l1.data, bias.data, out.data, stream);
+}
+
+void nvfp4_quantize(const TensorView& x, const TensorView& global_scale, const TensorView& xq, const TensorView& sf,
+                    ScaleLayout layout, Stream stream) {
+  const api::QuantDims q = api::validate_quantize("nvfp4_quantize", x, nullptr, global_scale, xq, sf, layout);
+  launch_quantize(q, x.data, nullptr, global_scale.data, xq.data, sf.data, layout, stream);
+}
+
+void nvfp4_quantize_smooth(const TensorView& x, const TensorView& pre_quant_scale, const TensorView& global_scale,
+                           const TensorView& xq, const TensorView& sf, ScaleLayout layout, Stream stream) {
+  const api::QuantDims q =
+      api::validate_quantize("nvfp4_quantize_smooth", x, &pre_quant_scale, global_scale, xq, sf, layout);
+  launch_quantize(q, x.data, pre_quant_scale.data, global_scale.data, xq.data, sf.data, layout, stream);
+}
+
+void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const TensorView& weight_sf,
+                     const TensorView& alpha, const TensorView& pre_quant_scale, const TensorView& l2t_smoothed,
+                     const TensorView& l1_scaled, const TensorView& global_scale, const TensorView& bias,
+                     const TensorView& out, const TensorView& workspace, Stream stream) {
+  const api::LinearDims ld = api::validate_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed,
+                                                  l1_scaled, global_scale, bias, out, workspace);
+  const api::MmDims& dm = ld.mm;
+  const LinearLayout wl = linear_layout(dm.m, dm.k, dm.rank);
+  auto* ws = static_cast<unsigned char*>(workspace.data);
+  void* xq = ws + wl.xq;
+  void* sf = ws + wl.sf;
+  void* d = ws + wl.d;
+  // 1. (xq, sf) = quantize_smooth(x)
+  launch_quantize({dm.m, dm.k}, x.data, pre_quant_scale.data, global_scale.data, xq, sf, ScaleLayout::Swizzled128x4,
+                  stream);
+  // 2. d = BF16(x @ l2t_smoothed)
+  {
+    const jit::DeviceTarget& dev = jit::current_device();
+    const registry::Build& build = router::select_lora_down(dev);
+    svdq_k::LoraDownParams p{};
+    p.x = static_cast<const svdq_k::u16*>(x.data);
+    p.l2t = static_cast<const svdq_k::u16*>(l2t_smoothed.data);
+    p.d = static_cast<svdq_k::u16*>(d);
+    p.m = dm.m;
+    p.k = dm.k;
+    p.rank = dm.rank;
+    launch(build, dev, static_cast<unsigned>((dm.rank + 63) / 64), static_cast<unsigned>((dm.m + 63) / 64), stream, &p);
+  }
+  // 3. out = mm_nvfp4_svdquant(xq, weight, sf, weight_sf, alpha, d, l1, bias)
+  launch_mm(dm, xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data, stream);
+}
+
+}  // namespace svdq

@@ -1,0 +1,48 @@
+// What an H200 user runs today instead of svdq (TARGETS.md), on random BF16 data of the same shape:
+//   gemm:           out[M,N] = A[M,K] · B[N,K]ᵀ                 (cuBLAS BF16, FP32 compute, BF16 out)
+//   unfused_layer:  gemm, then out += d[M,r] · l1[N,r]ᵀ          (a second cuBLAS GEMM with beta = 1)
+#pragma once
+#include <cstdint>
+
+#include "bench/problem.hpp"
+
+struct cublasContext;
+
+namespace svdq::bench {
+
+// Throws svdq::Error(Cuda) naming `call` and the cuBLAS status unless status is CUBLAS_STATUS_SUCCESS (0).
+void check_cublas(int status, const char* call);
+
+// A cuBLAS handle bound to one stream with a fixed workspace, so no timed call allocates.
+class Cublas {
+ public:
+  explicit Cublas(Stream stream, int64_t workspace_bytes = int64_t(64) << 20);
+  ~Cublas();
+  Cublas(const Cublas&) = delete;
+  Cublas& operator=(const Cublas&) = delete;
+  cublasContext* handle() const { return handle_; }
+  Stream stream() const { return stream_; }
+
+ private:
+  cublasContext* handle_ = nullptr;
+  Stream stream_ = nullptr;
+  DeviceBuffer workspace_;
+};
+
+class Baselines {
+ public:
+  // Random nonzero BF16 operands (zeros would let the tensor cores idle and run faster than real data).
+  Baselines(const Shape& shape, uint64_t seed);
+  const Shape& shape() const { return shape_; }
+
+  void gemm(const Cublas& blas) const;           // enqueued on blas.stream()
+  void unfused_layer(const Cublas& blas) const;  // two launches (or more, if cuBLAS splits K)
+  TensorView out() const { return TensorView(out_.get(), DType::BF16, {shape_.m, shape_.n}); }
+
+ private:
+  void gemm_tn(const Cublas& blas, const void* a, const void* b, int64_t k, float beta) const;
+  Shape shape_;
+  DeviceBuffer a_, b_, d_, l1_, out_;
+};
+
+}  // namespace svdq::bench

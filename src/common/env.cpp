@@ -1,0 +1,28 @@
+#include "common/env.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+#include "svdq/error.hpp"
+
+namespace svdq::env {
+
+bool get_bool(const char* name, bool fallback) {
+  const char* raw = std::getenv(name);
+  if (!raw) return fallback;
+  std::string v(raw);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  throw Error(ErrorCode::InvalidArgument, std::string("environment variable ") + name + "='" + raw +
+                                              "': must be one of 1/0/true/false/yes/no/on/off");
+}
+
+std::optional<std::string> get_string(const char* name) {
+  const char* raw = std::getenv(name);
+  if (!raw || !*raw) return std::nullopt;
+  return std::string(raw);
+}
+
+}  // namespace svdq::env

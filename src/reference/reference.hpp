@@ -1,0 +1,42 @@
+// CPU reference of mm_nvfp4_svdquant: FP64 accumulation of the exact dequantized products and of d·l1, then
+// alpha·acc + bias in FP64 and one rounding to BF16. Used by tests, `svdq verify` and (later) the tuner.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "svdq/tensor.hpp"
+
+namespace svdq::reference {
+
+// Host copies of one problem's inputs (raw bytes / bf16 bits), scales in the 128x4 swizzled layout.
+struct MmProblem {
+  int64_t m = 0, n = 0, k = 0, rank = 0;
+  bool has_bias = false;
+  std::vector<uint8_t> a, b;          // [M, K/2], [N, K/2]
+  std::vector<uint8_t> a_sf, b_sf;    // swizzled
+  float alpha = 1.0f;
+  std::vector<uint16_t> d, l1, bias;  // [M, r], [N, r], [N]
+};
+
+// Exact real-valued results (before BF16 rounding) for the listed rows: [rows.size(), N] row-major.
+// Uses up to `threads` host threads (0 = hardware concurrency).
+std::vector<double> mm_rows_f64(const MmProblem& p, const std::vector<int64_t>& rows, int threads = 0);
+
+// BF16 outputs (one rounding of the FP64 values).
+std::vector<uint16_t> round_to_bf16(const std::vector<double>& values);
+
+// Comparison of device BF16 outputs against FP64 reference values.
+struct Comparison {
+  int64_t count = 0;
+  int64_t max_ulp = 0;            // max distance in BF16 codes between device and RN(reference)
+  int64_t within_1ulp = 0;        // elements with distance <= 1
+  int64_t nan_or_unwritten = 0;   // device NaN/Inf where the reference is finite, or poison left
+  double sqnr_db = 0.0;           // 10 log10(Σ ref² / Σ (dev - ref)²); +inf when exact
+  double share_within_1ulp() const { return count ? double(within_1ulp) / double(count) : 1.0; }
+};
+Comparison compare(const std::vector<uint16_t>& device_bf16, const std::vector<double>& reference);
+
+// Distance in representable BF16 values between two BF16 encodings (monotone integer mapping).
+int64_t bf16_ulp_distance(uint16_t x, uint16_t y);
+
+}  // namespace svdq::reference

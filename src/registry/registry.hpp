@@ -1,0 +1,37 @@
+// Programs (kernel templates) and builds (a program with fixed parameters). A build renders to one source unit whose
+// name is the content hash of the unit plus every device header it includes: "<family>_<20 hex>".
+// Build IDs are stable and append-only: never renumbered or reused.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace svdq::registry {
+
+enum class Program : int { PortableGemm = 0, Quantize = 1, LoraDown = 2 };
+const char* program_name(Program p);
+
+struct Build {
+  std::string id;       // stable, e.g. "sm80_gemm_bm128_s4_t1"
+  Program program = Program::PortableGemm;
+  int min_cc = 80;      // lowest compute capability (major*10 + minor) this build runs on
+  // Parameters (meaning depends on the program).
+  int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
+  int threads = 256;
+  int64_t smem_bytes = 0;   // dynamic shared memory per block
+  std::string kernel_name;  // extern "C" entry point in the unit
+  std::string description() const;
+};
+
+const std::vector<Build>& all_builds();
+const Build& build_by_id(const std::string& id);  // throws svdq::Error for an unknown ID
+std::vector<const Build*> usable_builds(int cc);  // builds whose min_cc <= cc and whose smem fits that CC
+int max_smem_optin_for_cc(int cc);               // dynamic shared memory a block may opt into, by CC
+
+std::string family(const Build& b);       // "sm80_svdq_gemm", "smxx_quantize", "smxx_lora_down"
+std::string render(const Build& b);       // the source unit (deterministic bytes)
+std::string unit_name(const Build& b);    // family + "_" + 20 hex digits of the content hash
+// Every kernels/ header the unit includes (transitively), in a stable order.
+std::vector<std::string> included_headers(const Build& b);
+
+}  // namespace svdq::registry

@@ -1,0 +1,24 @@
+// Routing: which build runs a given problem on a given device. For now one program family (the portable GEMM);
+// the choice among its builds is a heuristic on the wave count and the device's shared memory.
+#pragma once
+#include <cstdint>
+
+#include "jit/kernel_cache.hpp"
+#include "registry/registry.hpp"
+
+namespace svdq::router {
+
+struct MmShape {
+  int64_t m = 0, n = 0, k = 0, rank = 0;
+  bool bias = false;
+};
+
+// SVDQ_FORCE_BUILD=<build id> overrides the choice (used to compare builds); an unknown or unusable ID is an error.
+const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& shape);
+const registry::Build& select_quantize(const jit::DeviceTarget& dev);
+const registry::Build& select_lora_down(const jit::DeviceTarget& dev);
+
+// Pure heuristic, testable without a device: (cc, sm_count, smem_per_sm, smem_optin, shape) -> build id.
+const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& shape);
+
+}  // namespace svdq::router

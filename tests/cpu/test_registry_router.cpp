@@ -1,0 +1,83 @@
+// Registry: stable unique IDs, deterministic rendering and content-hash unit names; router heuristic choices.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+
+#include "common/sha256.hpp"
+#include "registry/registry.hpp"
+#include "router/router.hpp"
+#include "svdq/error.hpp"
+
+namespace reg = svdq::registry;
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(svdq::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(svdq::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(svdq::sha256_hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // Incremental updates straddling block boundaries give the same digest.
+  svdq::Sha256 h;
+  const std::string s(200, 'x');
+  for (size_t i = 0; i < s.size(); i += 7) h.update(s.substr(i, 7));
+  EXPECT_EQ(h.hex(), svdq::sha256_hex(s));
+}
+
+TEST(Registry, IdsUniqueAndNamesWellFormed) {
+  std::set<std::string> ids, units;
+  const std::regex name_re("^[a-z0-9_]+_[0-9a-f]{20}$");
+  for (const auto& b : reg::all_builds()) {
+    EXPECT_TRUE(ids.insert(b.id).second) << "duplicate id " << b.id;
+    const std::string u = reg::unit_name(b);
+    EXPECT_TRUE(std::regex_match(u, name_re)) << u;
+    EXPECT_EQ(u.rfind(reg::family(b) + "_", 0), 0u) << u;
+    EXPECT_TRUE(units.insert(u).second) << "two builds render to the same unit " << u;
+    EXPECT_EQ(&reg::build_by_id(b.id), &b);
+  }
+  EXPECT_THROW(reg::build_by_id("no_such_build"), svdq::Error);
+}
+
+TEST(Registry, RenderingIsDeterministic) {
+  for (const auto& b : reg::all_builds()) {
+    EXPECT_EQ(reg::render(b), reg::render(b));
+    EXPECT_EQ(reg::unit_name(b), reg::unit_name(b));
+    EXPECT_NE(reg::render(b).find(b.kernel_name), std::string::npos);
+  }
+}
+
+TEST(Registry, IncludedHeadersAreTransitive) {
+  const auto& gemm = reg::build_by_id("sm80_gemm_bm128_s4_t1");
+  const auto hs = reg::included_headers(gemm);
+  for (const char* h : {"portable/sm80_svdq_gemm.cuh", "common/sm80_ptx.cuh", "common/smxx_dequant.cuh",
+                        "common/smxx_nvfp4_codec.cuh", "common/smxx_hd.cuh", "common/smxx_params.cuh"})
+    EXPECT_NE(std::find(hs.begin(), hs.end(), h), hs.end()) << h;
+  const auto qh = reg::included_headers(reg::build_by_id("smxx_quantize"));
+  EXPECT_EQ(std::find(qh.begin(), qh.end(), "portable/sm80_svdq_gemm.cuh"), qh.end());
+}
+
+TEST(Registry, SharedMemoryFitsTheArchitecturesTheyClaim) {
+  for (int cc : {80, 86, 89, 90, 100, 120}) {
+    const auto usable = reg::usable_builds(cc);
+    EXPECT_FALSE(usable.empty()) << cc;
+    for (const auto* b : usable) EXPECT_LE(b->smem_bytes, reg::max_smem_optin_for_cc(cc)) << b->id << " cc " << cc;
+  }
+  EXPECT_TRUE(reg::usable_builds(75).empty());
+}
+
+TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
+  // H200: 132 SMs, 228 KiB per SM, 227 KiB per block.
+  const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
+            "sm80_gemm_bm128_s4_t2");
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
+            "sm80_gemm_bm64_s6_t2");
+  // RTX 4090-like (8.9): 100 KiB per SM -> single tile buffer builds.
+  EXPECT_EQ(svdq::router::heuristic_gemm(89, 128, 102400, 101376, {4096, 3072, 3072, 32, true}).id,
+            "sm80_gemm_bm128_s4_t1");
+  EXPECT_EQ(svdq::router::heuristic_gemm(89, 128, 102400, 101376, {1, 3072, 3072, 32, false}).id,
+            "sm80_gemm_bm64_s4_t1");
+  for (int64_t m : {1, 44, 129, 1000, 4096, 16384}) {
+    const auto& b = svdq::router::heuristic_gemm(80, 108, 167936, 166912, {m, 3072, 3072, 64, true});
+    EXPECT_LE(b.smem_bytes, 166912);
+  }
+}

@@ -1,0 +1,251 @@
+// mm_nvfp4_svdquant on the device against the FP64 CPU reference (svdq::reference), on a covering set of shapes
+// (every M, N, K, rank and bias value several times), edge shapes, run-to-run determinism, batch invariance across
+// M (and so across the routed programs), and bitwise agreement of every usable GEMM build.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/problem.hpp"
+#include "format/nvfp4.hpp"
+#include "gpu_test_util.hpp"
+#include "reference/reference.hpp"
+#include "registry/registry.hpp"
+
+namespace {
+
+using namespace svdq_test;
+using svdq::bench::Problem;
+using svdq::bench::Shape;
+namespace ref = svdq::reference;
+
+std::string shape_name(const Shape& s) {
+  return "m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" + std::to_string(s.k) + "_r" +
+         std::to_string(s.rank) + "_b" + (s.bias ? "1" : "0");
+}
+
+uint64_t seed_for(const Shape& s, uint64_t salt) {
+  return test_seed(salt ^ (static_cast<uint64_t>(s.m) * 1000003u + static_cast<uint64_t>(s.n) * 10007u +
+                           static_cast<uint64_t>(s.k) * 101u + static_cast<uint64_t>(s.rank) * 3u + (s.bias ? 1 : 0)));
+}
+
+// Runs the op once (output poisoned first) and checks the checked rows against the FP64 reference.
+void check_against_reference(const Shape& s, uint64_t seed) {
+  SCOPED_TRACE(s.str() + ", " + seed_trace(seed));
+  Problem p(s, seed);
+  p.poison_output();
+  p.run();
+  const std::vector<uint16_t> out = p.download_output();
+  const std::vector<int64_t> rows = svdq::bench::rows_to_check(s.m, 256, 48, seed);
+  const std::vector<double> want = ref::mm_rows_f64(p.host(), rows);
+  std::vector<uint16_t> got;
+  got.reserve(rows.size() * static_cast<size_t>(s.n));
+  for (int64_t r : rows) got.insert(got.end(), out.begin() + r * s.n, out.begin() + (r + 1) * s.n);
+  const ref::Comparison c = ref::compare(got, want);
+  EXPECT_EQ(c.nan_or_unwritten, 0);
+  EXPECT_GE(c.share_within_1ulp(), 0.9999) << "max ulp " << c.max_ulp << ", " << c.within_1ulp << " of " << c.count;
+  EXPECT_GT(c.sqnr_db, 40.0);
+  if (::testing::Test::HasFailure()) {
+    int shown = 0;
+    const std::vector<uint16_t> rn = ref::round_to_bf16(want);
+    for (size_t i = 0; i < got.size() && shown < 8; ++i)
+      if (ref::bf16_ulp_distance(got[i], rn[i]) > 1 || got[i] == 0xFFFF) {
+        ADD_FAILURE() << "row " << rows[i / s.n] << " col " << i % s.n << ": device 0x" << std::hex << got[i]
+                      << " reference 0x" << rn[i] << std::dec << " (" << want[i] << ")";
+        ++shown;
+      }
+  }
+}
+
+// 40 shapes covering every value of each parameter several times and most pairs of values (guarded by
+// GpuMmCoveringSet.IsCovering). M <= 256 checks every row against the reference, so the largest N*K products go
+// with the other M values to keep the FP64 reference affordable.
+std::vector<Shape> covering_set() {
+  struct Row {
+    int64_t m, n, k, r;
+    bool bias;
+  };
+  static const Row rows[] = {
+      {1, 12288, 3072, 16, true},    {44, 3072, 3072, 32, true},      {129, 12288, 3072, 64, true},
+      {256, 12288, 3072, 96, false}, {1000, 12288, 3072, 128, true},  {1, 3072, 3072, 256, true},
+      {44, 4096, 3072, 16, true},    {129, 4096, 12288, 32, false},   {256, 4096, 3072, 64, false},
+      {1000, 4096, 12288, 96, false}, {1, 4096, 12288, 128, true},    {44, 3072, 12288, 256, false},
+      {129, 4096, 12288, 16, false}, {256, 3072, 12288, 32, false},   {1000, 12288, 12288, 64, true},
+      {1, 4096, 12288, 96, true},    {44, 3072, 12288, 128, true},    {129, 3072, 3072, 256, true},
+      {256, 3072, 3072, 16, false},  {1000, 3072, 12288, 32, true},   {1, 12288, 3072, 64, true},
+      {44, 3072, 12288, 96, false},  {129, 4096, 3072, 128, true},    {256, 4096, 3072, 256, true},
+      {1000, 3072, 12288, 16, false}, {1, 4096, 3072, 32, false},     {44, 3072, 3072, 64, false},
+      {129, 4096, 12288, 96, false}, {256, 3072, 3072, 128, false},   {1000, 12288, 12288, 256, false},
+      {1, 3072, 12288, 16, true},    {44, 12288, 3072, 32, false},    {129, 4096, 3072, 64, true},
+      {256, 3072, 3072, 96, true},   {1000, 3072, 12288, 128, true},  {1, 4096, 12288, 256, true},
+      {44, 12288, 12288, 16, true},  {129, 3072, 3072, 32, true},     {256, 12288, 3072, 64, false},
+      {1000, 4096, 3072, 96, false},
+  };
+  std::vector<Shape> out;
+  for (const Row& r : rows) {
+    Shape s;
+    s.m = r.m;
+    s.n = r.n;
+    s.k = r.k;
+    s.rank = r.r;
+    s.bias = r.bias;
+    out.push_back(s);
+  }
+  return out;
+}
+
+TEST(GpuMmCoveringSet, IsCovering) {
+  // Not a GPU test: guards the shape list itself (every parameter value at least 3 times, both bias forms).
+  std::map<std::string, int> seen;
+  for (const Shape& s : covering_set()) {
+    ++seen["m" + std::to_string(s.m)];
+    ++seen["n" + std::to_string(s.n)];
+    ++seen["k" + std::to_string(s.k)];
+    ++seen["r" + std::to_string(s.rank)];
+    ++seen[s.bias ? "b1" : "b0"];
+  }
+  for (const char* key : {"m1", "m44", "m129", "m256", "m1000", "n3072", "n4096", "n12288", "k3072", "k12288", "r16",
+                          "r32", "r64", "r96", "r128", "r256", "b0", "b1"})
+    EXPECT_GE(seen[key], 3) << key;
+  std::map<std::string, int> names;
+  for (const Shape& s : covering_set()) EXPECT_EQ(++names[shape_name(s)], 1) << "duplicate " << shape_name(s);
+  EXPECT_GE(covering_set().size(), 40u);
+}
+
+class GpuMm : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(GpuMm, MatchesReference) {
+  SVDQ_REQUIRE_GPU();
+  check_against_reference(GetParam(), seed_for(GetParam(), 2001));
+}
+
+INSTANTIATE_TEST_SUITE_P(Covering, GpuMm, ::testing::ValuesIn(covering_set()),
+                         [](const ::testing::TestParamInfo<Shape>& i) { return shape_name(i.param); });
+
+Shape make_shape(int64_t m, int64_t n, int64_t k, int64_t r, bool bias) {
+  Shape s;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  s.rank = r;
+  s.bias = bias;
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Edges, GpuMm,
+                         ::testing::Values(make_shape(1, 32, 32, 16, false), make_shape(1, 32, 32, 16, true),
+                                           make_shape(3, 32, 64, 16, true), make_shape(44, 32, 96, 32, true),
+                                           make_shape(129, 160, 96, 48, false), make_shape(129, 160, 3072, 32, true),
+                                           make_shape(1000, 160, 96, 256, true), make_shape(127, 96, 160, 80, false),
+                                           make_shape(257, 3072, 32, 16, true), make_shape(1, 12288, 12288, 256, true)),
+                         [](const ::testing::TestParamInfo<Shape>& i) { return shape_name(i.param); });
+
+TEST(GpuMmDeterminism, RunToRunBitwise) {
+  SVDQ_REQUIRE_GPU();
+  for (const Shape& s : {make_shape(1, 3072, 3072, 32, true), make_shape(129, 3072, 12288, 128, false),
+                         make_shape(1000, 4096, 3072, 64, true)}) {
+    const uint64_t seed = seed_for(s, 2002);
+    SCOPED_TRACE(s.str() + ", " + seed_trace(seed));
+    Problem p(s, seed);
+    p.poison_output();
+    p.run();
+    const std::vector<uint16_t> first = p.download_output();
+    for (int rep = 1; rep < 3; ++rep) {
+      p.poison_output();
+      p.run();
+      const std::vector<uint16_t> again = p.download_output();
+      EXPECT_TRUE(first == again) << "run " << rep << " differs from run 0";
+    }
+  }
+}
+
+// Row i of a small-M problem equals row i of larger-M problems built from the same seed: the generator draws each
+// tensor from its own stream row by row, so the first rows of A, its scales and d coincide (checked here), and B,
+// l1, bias and alpha depend only on (N, K, rank) and the seed.
+TEST(GpuMmDeterminism, BatchInvariance) {
+  SVDQ_REQUIRE_GPU();
+  for (const auto& nkr : {std::vector<int64_t>{3072, 3072, 32}, std::vector<int64_t>{4096, 12288, 128}}) {
+    const int64_t n = nkr[0], k = nkr[1], r = nkr[2];
+    const uint64_t seed = test_seed(2003 + static_cast<uint64_t>(k));
+    SCOPED_TRACE("N " + std::to_string(n) + " K " + std::to_string(k) + " r " + std::to_string(r) + ", " + seed_trace(seed));
+    std::vector<std::vector<uint16_t>> outs;
+    std::vector<int64_t> ms = {1, 44, 129, 1000};
+    std::vector<std::unique_ptr<Problem>> probs;
+    for (int64_t m : ms) {
+      probs.push_back(std::make_unique<Problem>(make_shape(m, n, k, r, true), seed));
+      probs.back()->poison_output();
+      probs.back()->run();
+      outs.push_back(probs.back()->download_output());
+    }
+    const ref::MmProblem& big = probs.back()->host();
+    const svdq::format::ScaleShape big_ss = svdq::format::scale_shape(big.m, k);
+    const std::vector<uint8_t> big_sf = svdq::format::unswizzle_scales(big.a_sf, big.m, k / 16);
+    for (size_t i = 0; i + 1 < ms.size(); ++i) {
+      const ref::MmProblem& h = probs[i]->host();
+      const int64_t m = ms[i];
+      // Preconditions: the inputs really are shared.
+      ASSERT_TRUE(std::equal(h.a.begin(), h.a.end(), big.a.begin())) << "A rows differ for M = " << m;
+      ASSERT_TRUE(std::equal(h.d.begin(), h.d.end(), big.d.begin())) << "d rows differ for M = " << m;
+      const std::vector<uint8_t> sf = svdq::format::unswizzle_scales(h.a_sf, m, k / 16);
+      ASSERT_TRUE(std::equal(sf.begin(), sf.end(), big_sf.begin())) << "A scales differ for M = " << m;
+      ASSERT_EQ(h.b, big.b);
+      ASSERT_EQ(h.b_sf, big.b_sf);
+      ASSERT_EQ(h.l1, big.l1);
+      ASSERT_EQ(h.bias, big.bias);
+      ASSERT_EQ(h.alpha, big.alpha);
+      (void)big_ss;
+      const std::vector<uint16_t>& small = outs[i];
+      int64_t diff = 0;
+      for (int64_t e = 0; e < m * n; ++e) diff += small[e] != outs.back()[e];
+      EXPECT_EQ(diff, 0) << "M = " << m << " rows differ from the same rows of M = 1000 in " << diff << " elements";
+    }
+  }
+}
+
+// Every GEMM build usable on this device, forced in turn, gives the same bytes (SPEC §1 determinism contract).
+TEST(GpuMmDeterminism, AllBuildsAgreeBitwise) {
+  SVDQ_REQUIRE_GPU();
+  const svdq::DeviceInfo info = svdq::current_device_info();
+  const int cc = info.cc_major * 10 + info.cc_minor;
+  std::vector<std::string> ids;
+  for (const svdq::registry::Build* b : svdq::registry::usable_builds(cc))
+    if (b->program == svdq::registry::Program::PortableGemm) ids.push_back(b->id);
+  ASSERT_GE(ids.size(), 1u);
+  // Restores SVDQ_FORCE_BUILD however the test leaves.
+  struct EnvGuard {
+    bool had;
+    std::string value;
+    EnvGuard() : had(std::getenv("SVDQ_FORCE_BUILD") != nullptr), value(had ? std::getenv("SVDQ_FORCE_BUILD") : "") {}
+    ~EnvGuard() {
+      if (had)
+        setenv("SVDQ_FORCE_BUILD", value.c_str(), 1);
+      else
+        unsetenv("SVDQ_FORCE_BUILD");
+    }
+  } guard;
+  for (const Shape& s : {make_shape(129, 3072, 3072, 96, true), make_shape(1, 4096, 12288, 32, false)}) {
+    const uint64_t seed = seed_for(s, 2004);
+    SCOPED_TRACE(s.str() + ", " + seed_trace(seed));
+    Problem p(s, seed);
+    std::vector<uint16_t> first;
+    for (const std::string& id : ids) {
+      setenv("SVDQ_FORCE_BUILD", id.c_str(), 1);
+      p.poison_output();
+      p.run();
+      const std::vector<uint16_t> out = p.download_output();
+      if (first.empty()) {
+        first = out;
+        continue;
+      }
+      int64_t diff = 0;
+      for (size_t e = 0; e < out.size(); ++e) diff += out[e] != first[e];
+      EXPECT_EQ(diff, 0) << "build " << id << " differs from build " << ids.front();
+    }
+  }
+}
+
+}  // namespace

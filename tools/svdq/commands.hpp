@@ -1,0 +1,27 @@
+// The `svdq` subcommands. Each registers itself on the app; its result lands in *exit_code when it runs.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "bench/problem.hpp"
+
+namespace svdq::cli {
+
+// Exit codes, the same for every subcommand (listed in `svdq --help`).
+enum Exit : int { kOk = 0, kCheckFailed = 1, kNoDevice = 2, kError = 3, kUsage = 64 };
+
+void add_info(CLI::App& app, int* exit_code);
+void add_verify(CLI::App& app, int* exit_code);
+void add_bench(CLI::App& app, int* exit_code, const std::string& command_line);
+
+// Runs a subcommand body and turns any exception into one line on stderr, prefixed "svdq <name>: ", and an exit code.
+int guarded(const char* name, const std::function<int()>& body);
+
+// A shape's own seed: depends on the user seed and the shape only, so `--shapes X --seed S` alone reproduces one
+// row of a larger run.
+uint64_t shape_seed(uint64_t seed, const bench::Shape& shape);
+
+}  // namespace svdq::cli
