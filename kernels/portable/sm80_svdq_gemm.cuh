@@ -4,7 +4,8 @@
 //
 // Per iteration each thread copies a 16-byte slice of the A and B tiles (plus its row's 4 scale bytes) with
 // cp.async, and later dequantizes exactly that slice into the FP16 tile: a thread only reads what it copied itself,
-// so the ring needs no barrier; one __syncthreads per iteration publishes the FP16 tile (two with one tile buffer).
+// so the ring needs no barrier. With two FP16 tile buffers the dequantization of the next K tile is interleaved
+// with the MMAs of the current one and one __syncthreads per iteration suffices; with one buffer, two.
 // K order: K tiles of 64 in order, inside a tile k16 steps in order, then the rank in steps of 16 — fixed, so the
 // result is bitwise independent of M, the tile shape and the grid.
 #pragma once
@@ -131,66 +132,134 @@ SVDQ_DEV void sm80_svdq_gemm(const MmParams& p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
-  const u32 tiles0 = smem0 + STAGES * C::kRawStage;
-  for (int it = 0; it < total; ++it) {
-    cp_async_wait<STAGES - 1>();  // this thread's copies of stage `it` have landed
-    const u32 tile_a = tiles0 + (TILE_BUFS == 2 ? (it & 1) * C::kTile : 0);
-    const u32 tile_b = tile_a + BM * 128;
-    if (TILE_BUFS == 1) __syncthreads();  // the previous iteration's MMAs are done with the only tile buffer
-    const bool main_step = it < num_main;
-    const u32 st = smem0 + (it % STAGES) * C::kRawStage;
-    if (a_loader) fill_slice(st + tid * 16, st + C::kRawA + C::kRawB + tid * 4, tile_a, main_step);
-    if (b_loader) fill_slice(st + C::kRawA + tid * 16, st + C::kRawA + C::kRawB + C::kRawSf + tid * 4, tile_b, main_step);
-    if (it + STAGES < total) issue(it + STAGES);  // refill the slot this thread just consumed
-    cp_async_commit();
-    __syncthreads();  // the FP16 tile is complete
-
-    if (it == num_main) {  // first rank step: bring the main term to its true scale (exact, power of two)
-#pragma unroll
-      for (int i = 0; i < C::kMI; ++i)
-#pragma unroll
-        for (int j = 0; j < C::kNI; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[i][j][e] *= SVDQ_MAIN_TERM_UNSCALE;
-    }
-    const int ksteps = main_step ? (int)((K - (i64)it * C::kBK) >= C::kBK ? 4 : (K - (i64)it * C::kBK) / 16) : 1;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      if (kk < ksteps) {
-        u32 af[C::kMI][4];
-#pragma unroll
-        for (int i = 0; i < C::kMI; ++i) {
-          const int row = wm * C::kWM + i * 16 + (lane & 15);
-          ldmatrix_x4(tile_chunk(tile_a, row, 2 * kk + (lane >> 4)), af[i][0], af[i][1], af[i][2], af[i][3]);
-        }
-#pragma unroll
-        for (int j = 0; j < C::kNI; j += 2) {
-          const int row = wn * C::kWN + j * 8 + (lane & 7) + ((lane >> 4) << 3);
-          u32 b0, b1, b2, b3;
-          ldmatrix_x4(tile_chunk(tile_b, row, 2 * kk + ((lane >> 3) & 1)), b0, b1, b2, b3);
-#pragma unroll
-          for (int i = 0; i < C::kMI; ++i) {
-            if (main_step) {
-              mma_f16_16816(acc[i][j], af[i], b0, b1);
-              mma_f16_16816(acc[i][j + 1], af[i], b2, b3);
-            } else {
-              mma_bf16_16816(acc[i][j], af[i], b0, b1);
-              mma_bf16_16816(acc[i][j + 1], af[i], b2, b3);
-            }
-          }
-        }
-      }
-    }
-  }
-  cp_async_wait<0>();
-  if (total == num_main) {  // no rank steps ran (rank 0 is rejected by the API; kept exact regardless)
+  auto unscale = [&]() {  // bring the main term to its true scale before the rank steps (exact, power of two)
 #pragma unroll
     for (int i = 0; i < C::kMI; ++i)
 #pragma unroll
       for (int j = 0; j < C::kNI; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[i][j][e] *= SVDQ_MAIN_TERM_UNSCALE;
+  };
+  auto ksteps_of = [&](int it) {
+    if (it >= num_main) return 1;
+    const i64 left = K - (i64)it * C::kBK;
+    return left >= C::kBK ? 4 : (int)(left / 16);
+  };
+  // One k16 step of this warp's tile from the FP16 (main) or BF16 (rank) tiles.
+  auto mma_step = [&](u32 tile_a, u32 tile_b, int kk, bool main_step) {
+    u32 af[C::kMI][4];
+#pragma unroll
+    for (int i = 0; i < C::kMI; ++i) {
+      const int row = wm * C::kWM + i * 16 + (lane & 15);
+      ldmatrix_x4(tile_chunk(tile_a, row, 2 * kk + (lane >> 4)), af[i][0], af[i][1], af[i][2], af[i][3]);
+    }
+#pragma unroll
+    for (int j = 0; j < C::kNI; j += 2) {
+      const int row = wn * C::kWN + j * 8 + (lane & 7) + ((lane >> 4) << 3);
+      u32 b0, b1, b2, b3;
+      ldmatrix_x4(tile_chunk(tile_b, row, 2 * kk + ((lane >> 3) & 1)), b0, b1, b2, b3);
+#pragma unroll
+      for (int i = 0; i < C::kMI; ++i) {
+        if (main_step) {
+          mma_f16_16816(acc[i][j], af[i], b0, b1);
+          mma_f16_16816(acc[i][j + 1], af[i], b2, b3);
+        } else {
+          mma_bf16_16816(acc[i][j], af[i], b0, b1);
+          mma_bf16_16816(acc[i][j + 1], af[i], b2, b3);
+        }
+      }
+    }
+  };
+
+  const u32 tiles0 = smem0 + STAGES * C::kRawStage;
+  if constexpr (TILE_BUFS == 1) {
+    for (int it = 0; it < total; ++it) {
+      cp_async_wait<STAGES - 1>();  // this thread's copies of stage `it` have landed
+      __syncthreads();              // the previous iteration's MMAs are done with the only tile buffer
+      const bool main_step = it < num_main;
+      const u32 st = smem0 + (it % STAGES) * C::kRawStage;
+      if (a_loader) fill_slice(st + tid * 16, st + C::kRawA + C::kRawB + tid * 4, tiles0, main_step);
+      if (b_loader) fill_slice(st + C::kRawA + tid * 16, st + C::kRawA + C::kRawB + C::kRawSf + tid * 4, tiles0 + BM * 128, main_step);
+      if (it + STAGES < total) issue(it + STAGES);  // refill the slot this thread just consumed
+      cp_async_commit();
+      __syncthreads();  // the FP16 tile is complete
+      if (it == num_main) unscale();
+      const int ksteps = ksteps_of(it);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        if (kk < ksteps) mma_step(tiles0, tiles0 + BM * 128, kk, main_step);
+    }
+  } else {
+    // Two tile buffers, software-pipelined: while the MMAs of iteration `it` read one buffer, the same warps
+    // dequantize iteration it+1 into the other, interleaved per k16 step so the tensor and ALU pipes overlap.
+    // One barrier per iteration separates "filled" from "read" and "read" from "refilled".
+    u32 qa[4] = {0, 0, 0, 0}, qb[4] = {0, 0, 0, 0}, sa[2] = {0, 0}, sb[2] = {0, 0};
+    auto load_slice = [&](int it) {
+      const u32 st = smem0 + (it % STAGES) * C::kRawStage;
+      const bool main_step = it < num_main;
+      if (a_loader) {
+        ld_shared_16(st + tid * 16, qa[0], qa[1], qa[2], qa[3]);
+        if (main_step) {
+          const u32 w = ld_shared_u32(st + C::kRawA + C::kRawB + tid * 4) >> (16 * lh);
+          sa[0] = scale_half2_x128(w & 0xFFu);
+          sa[1] = scale_half2_x128((w >> 8) & 0xFFu);
+        }
+      }
+      if (b_loader) {
+        ld_shared_16(st + C::kRawA + tid * 16, qb[0], qb[1], qb[2], qb[3]);
+        if (main_step) {
+          const u32 w = ld_shared_u32(st + C::kRawA + C::kRawB + C::kRawSf + tid * 4) >> (16 * lh);
+          sb[0] = scale_half2_x128(w & 0xFFu);
+          sb[1] = scale_half2_x128((w >> 8) & 0xFFu);
+        }
+      }
+    };
+    auto fill_part = [&](int it, int part, u32 tile_a, u32 tile_b) {
+      u32 o[4];
+      if (it < num_main) {
+        if (a_loader) {
+          dequant8_f16(qa[part], sa[part >> 1], o);
+          st_shared_16(tile_chunk(tile_a, lrow, 4 * lh + part), o[0], o[1], o[2], o[3]);
+        }
+        if (b_loader) {
+          dequant8_f16(qb[part], sb[part >> 1], o);
+          st_shared_16(tile_chunk(tile_b, lrow, 4 * lh + part), o[0], o[1], o[2], o[3]);
+        }
+      } else if (part == 0) {
+        if (a_loader) st_shared_16(tile_chunk(tile_a, lrow, lh), qa[0], qa[1], qa[2], qa[3]);
+        if (b_loader) st_shared_16(tile_chunk(tile_b, lrow, lh), qb[0], qb[1], qb[2], qb[3]);
+      }
+    };
+
+    cp_async_wait<STAGES - 1>();
+    load_slice(0);
+#pragma unroll
+    for (int part = 0; part < 4; ++part) fill_part(0, part, tiles0, tiles0 + BM * 128);
+    if (STAGES < total) issue(STAGES);
+    cp_async_commit();
+    __syncthreads();
+    for (int it = 0; it < total; ++it) {
+      const u32 cur_a = tiles0 + (it & 1) * C::kTile, nxt_a = tiles0 + ((it + 1) & 1) * C::kTile;
+      const bool has_next = it + 1 < total;
+      if (has_next) {
+        cp_async_wait<STAGES - 1>();  // stage it+1 has landed (this thread's copies)
+        load_slice(it + 1);
+      }
+      if (it == num_main) unscale();
+      const bool main_step = it < num_main;
+      const int ksteps = ksteps_of(it);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        if (has_next) fill_part(it + 1, kk, nxt_a, nxt_a + BM * 128);
+        if (kk < ksteps) mma_step(cur_a, cur_a + BM * 128, kk, main_step);
+      }
+      if (has_next && it + 1 + STAGES < total) issue(it + 1 + STAGES);  // the slot load_slice just emptied
+      cp_async_commit();
+      __syncthreads();
+    }
   }
+  cp_async_wait<0>();
+  if (total == num_main) unscale();  // no rank steps ran (rank 0 is rejected by the API; kept exact regardless)
 
   // Epilogue: out = BF16(alpha * acc + bias), one rounding.
   const float alpha = *p.alpha;

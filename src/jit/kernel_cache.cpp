@@ -19,6 +19,7 @@ namespace {
 std::mutex g_mutex;
 std::map<std::string, std::vector<char>> g_images;                   // unit|target -> image
 std::map<std::string, std::unique_ptr<LoadedKernel>> g_kernels;      // unit|target|device -> kernel
+std::map<std::string, const LoadedKernel*> g_by_build;            // build id|device -> kernel
 std::map<int, std::unique_ptr<DeviceTarget>> g_devices;
 CacheStats g_stats;
 
@@ -75,12 +76,19 @@ const LoadedKernel& get_kernel(const registry::Build& build, const DeviceTarget&
     throw Error(ErrorCode::Unsupported, "build " + build.id + " needs " + std::to_string(build.smem_bytes) +
                                             " bytes of shared memory per block; this device allows " +
                                             std::to_string(dev.smem_optin));
+  // Hot path: one map lookup keyed by the build (IDs are unique) and device; hashing and rendering happen once.
+  const std::string fast_key = build.id + "|" + std::to_string(dev.ordinal);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (auto it = g_by_build.find(fast_key); it != g_by_build.end()) {
+    ++g_stats.hits;
+    return *it->second;
+  }
   const std::string unit = registry::unit_name(build);
   const std::string target = target_for_cc(dev.cc);
   const std::string image_key = unit + "|" + target;
   const std::string kernel_key = image_key + "|" + std::to_string(dev.ordinal);
-  std::lock_guard<std::mutex> lock(g_mutex);
   if (auto it = g_kernels.find(kernel_key); it != g_kernels.end()) {
+    g_by_build[fast_key] = it->second.get();
     ++g_stats.hits;
     return *it->second;
   }
@@ -97,7 +105,9 @@ const LoadedKernel& get_kernel(const registry::Build& build, const DeviceTarget&
   auto k = std::make_unique<LoadedKernel>(
       load_kernel(img->second, build.kernel_name, unit, target, dev.ordinal, static_cast<int>(build.smem_bytes)));
   ++g_stats.loads;
-  return *g_kernels.emplace(kernel_key, std::move(k)).first->second;
+  const LoadedKernel* loaded = g_kernels.emplace(kernel_key, std::move(k)).first->second.get();
+  g_by_build[fast_key] = loaded;
+  return *loaded;
 }
 
 CacheStats cache_stats() {

@@ -88,7 +88,6 @@ Arch parse_arch(const std::string& token) {
 
 std::vector<Arch> parse_arch_list(const std::string& text) {
   std::vector<Arch> out;
-  std::vector<std::string> spelled;
   // A ',' or ';' must stand between two tokens: ",8.0", "8.0,,9.0" and "8.0;" hide a missing entry.
   bool after_punct = false;
   size_t i = 0;
@@ -111,13 +110,11 @@ std::vector<Arch> parse_arch_list(const std::string& text) {
     while (end < text.size() && !is_separator(text[end])) ++end;
     const std::string token = text.substr(i, end - i);
     const Arch a = parse_arch(token);
-    for (size_t k = 0; k < out.size(); ++k)
-      if (out[k] == a)
-        throw Error(ErrorCode::InvalidArgument, "arch list '" + text + "': arch '" + token +
-                                                    "' is listed twice (as '" + spelled[k] + "' and '" + token +
-                                                    "'); each target must appear once");
+    // parse_arch admits one spelling per target, so equal Archs are equal tokens.
+    if (std::find(out.begin(), out.end(), a) != out.end())
+      throw Error(ErrorCode::InvalidArgument,
+                  "arch list '" + text + "': arch '" + token + "' is listed twice; each target must appear once");
     out.push_back(a);
-    spelled.push_back(token);
     after_punct = false;
     i = end;
   }

@@ -46,9 +46,9 @@ Arch parse_target_name(const std::string& name, ImageKind* kind = nullptr);
 // "13.0" -> 130, "12.9" -> 129 (one-digit minor, as CUDA versions are). Throws svdq::Error(InvalidArgument).
 int parse_toolkit_version(const std::string& version);
 
-// The CCs a family target runs on (SPEC §4, plus 10.1f of CUDA 12.9 and 10.7f of CUDA 13.4, both measured with
-// their NVRTC): 100f -> {100,103,107}, 101f -> {101}, 103f -> {103,107}, 107f -> {107}, 110f -> {110},
-// 120f -> {120,121}, 121f -> {121}. A family the table does not know runs on its own CC only (conservative).
+// The CCs a family target runs on: SPEC §4 for 100f -> {100,103,107}, 103f -> {103,107}, 110f -> {110},
+// 120f -> {120,121}, 121f -> {121}. NVRTC 12.9 also builds 10.1f and NVRTC 13.4 10.7f (measured); for those, and
+// any family the table does not know, we promise only their own CC (an assumption that can only under-promise).
 std::vector<int> family_members(int family_cc);
 
 // Whether a cubin built for `target` runs on a device of compute capability `device_cc` (e.g. 90).

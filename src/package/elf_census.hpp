@@ -1,6 +1,6 @@
 // Census: every cubin and PTX image in a file or directory, with its exact target (sm_100a vs sm_100f vs sm_100).
 //
-// Where the exact target comes from (measured on NVRTC/nvcc 12.9, 13.0 and 13.4; see the tests):
+// Where the exact target comes from (measured with NVRTC 12.9, 13.0 and 13.4 and nvcc 13.0; see the tests):
 //  - A cubin's ELF e_flags hold the SM number only: from ELF ABI version 8 (CUDA 13 for every SM, CUDA 12.9 for
 //    sm_100 and later) in bits 8-15, before that in bits 0-7. CUDA 13 writes sm_100, sm_100a and sm_100f all as
 //    0x06006402. Only ABI 7 (bit 0x800) and CUDA 12.9's ABI 8 (bit 0x8) mark 'a'; nothing in e_flags marks 'f'.

@@ -30,7 +30,7 @@ const char* to_string(MatchRule rule) {
     case MatchRule::ExactArchSpecific: return "exact arch-specific cubin";
     case MatchRule::Family: return "family cubin";
     case MatchRule::PlainSameMajor: return "plain cubin of the same major";
-    case MatchRule::Ptx: return "PTX (driver JIT)";
+    case MatchRule::Ptx: return "PTX, JIT-compiled by the driver";
     case MatchRule::None: return "none";
   }
   return "invalid";
@@ -106,9 +106,10 @@ BuildPlan plan_build(const std::string& program, const Arch& wanted, const std::
     }
   }
   p.build = false;
-  p.reason = program + " is skipped for " + wanted.str() + ": it supports natively only '" +
-             format_arch_list(program_native) + "' and no family target of those covers " +
-             cc_str(wanted.cc());
+  p.reason = program + " is skipped for " + wanted.str() + ": " +
+             (program_native.empty() ? std::string("it declares no native arch")
+                                     : "it supports natively only '" + format_arch_list(program_native) +
+                                           "' and no family target of those covers " + cc_str(wanted.cc()));
   return p;
 }
 

@@ -140,6 +140,42 @@ TEST(Quantizer, ScaleIsGlobalTimesAmaxOverSixInThatOrder) {
   expect_block(x, gs, {0x17, 0x0C, 0, 0, 0, 0, 0, 0}, 0x02);
 }
 
+TEST(Quantizer, CodesAreXTimesGlobalOverScaleInThatOrder) {
+  // (1) gs = 0.3f, amax = 1/8: s = RN(0.3 * (1/48)) = 3 * 2^-9 (0x03), gs/s = 51.2f; x = 25/1024 gives exactly
+  // 1.25, a tie -> 1.0 (code 2). (x * gs) / s would give 1.2500001 -> 1.5 (code 3).
+  {
+    const float gs = 0.3f, sv = 3 * std::ldexp(1.0f, -9);
+    const float x1 = 0.0244140625f;
+    const volatile float mul = gs / sv;
+    const volatile float spec = x1 * mul;
+    const volatile float xg = x1 * gs;
+    const volatile float other = xg / sv;
+    ASSERT_EQ(spec, 1.25f);
+    ASSERT_GT(other, 1.25f);
+    std::vector<uint16_t> x(16, 0);
+    x[0] = bf16_exact(0.125f);  // 0.125 * 51.2 = 6.4 -> 6 (7)
+    x[1] = bf16_exact(x1);
+    expect_block(x, gs, {0x27, 0, 0, 0, 0, 0, 0, 0}, 0x03);
+  }
+  // (2) gs = 0.9f, amax = 25/128: s = 1.875 * 2^-6 (0x0F); x = 25/1024 times RN(gs/s) is exactly 0.75, a tie ->
+  // 1.0 (code 2). x * (1 / (s / gs)) would give 0.74999994 -> 0.5 (code 1).
+  {
+    const float gs = 0.9f, sv = 1.875f * std::ldexp(1.0f, -6);
+    const float x1 = 0.0244140625f;
+    const volatile float mul = gs / sv;
+    const volatile float spec = x1 * mul;
+    const volatile float inv = sv / gs;
+    const volatile float mul_recip = 1.0f / inv;
+    const volatile float other = x1 * mul_recip;
+    ASSERT_EQ(spec, 0.75f);
+    ASSERT_LT(other, 0.75f);
+    std::vector<uint16_t> x(16, 0);
+    x[0] = bf16_exact(0.1953125f);
+    x[1] = bf16_exact(x1);
+    expect_block(x, gs, {0x27, 0, 0, 0, 0, 0, 0, 0}, 0x0F);
+  }
+}
+
 TEST(Quantizer, SmoothingProductIsRoundedToBF16First) {
   // x[1] * pqs[1] = 1.0078125 * 1.2421875 = 1.25189208984375; BF16 rounds it to 1.25, an E2M1 tie -> 1.0 (code 2).
   // Quantizing the unrounded product would give 1.5 (code 3).

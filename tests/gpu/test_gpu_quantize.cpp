@@ -147,36 +147,59 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuQuantize,
                            return "m" + std::to_string(i.param.m) + "_k" + std::to_string(i.param.k);
                          });
 
-TEST(GpuQuantizeSpecial, HandBuiltBlocksMatchModel) {
-  // The same hand-checked blocks as the CPU tests, through the device: row 0 exact scale, row 1 ties, row 2 Inf,
-  // row 3 all NaN; gs = 1 so every tie is exact.
+struct SpecialBlock {
+  const char* what;
+  std::vector<float> values;  // 16 BF16-exact values (NaN/Inf allowed)
+  float gs;
+  std::vector<uint8_t> bytes;
+  uint8_t scale;
+};
+
+TEST(GpuQuantizeSpecial, HandBuiltBlocks) {
+  // The hand-checked blocks of the CPU tests (tests/cpu/test_quantizer.cpp), each through the device with its own
+  // global scale, both layouts; K = 32 with a zero second block.
   SVDQ_REQUIRE_GPU();
-  std::vector<uint16_t> x;
-  for (float v : {12.f, -12.f, 6.f, -6.f, 3.f, -3.f, 2.f, 1.f, 0.f, -0.f, 8.f, -8.f, 4.f, 12.f, -1.f, 0.f}) x.push_back(bf16_exact(v));
-  for (float v : {6.f, .25f, .75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.f, -.25f, -.75f, -1.25f, -1.75f, -2.5f, -3.5f, -5.f, 0.f})
-    x.push_back(bf16_exact(v));
-  for (int i = 0; i < 16; ++i) x.push_back(i == 0 ? 0x7F80 : (i == 1 ? bf16_exact(1344.0f) : 0));
-  for (int i = 0; i < 16; ++i) x.push_back(0x7FC0);
-  // K = 32: pad each row with a second block of zeros.
-  std::vector<uint16_t> x32;
-  for (int r = 0; r < 4; ++r) {
-    x32.insert(x32.end(), x.begin() + r * 16, x.begin() + r * 16 + 16);
-    x32.insert(x32.end(), 16, 0);
+  const float inf = INFINITY, nan = NAN;
+  const std::vector<SpecialBlock> blocks = {
+      {"exact scale", {12, -12, 6, -6, 3, -3, 2, 1, 0, -0.0f, 8, -8, 4, 12, -1, 0}, 1.0f,
+       {0xF7, 0xD5, 0xB3, 0x12, 0x80, 0xE6, 0x74, 0x09}, 0x40},
+      {"E2M1 ties", {6, .25f, .75f, 1.25f, 1.75f, 2.5f, 3.5f, 5, -.25f, -.75f, -1.25f, -1.75f, -2.5f, -3.5f, -5, 0}, 1.0f,
+       {0x07, 0x22, 0x44, 0x66, 0xA8, 0xCA, 0xEC, 0x0E}, 0x38},
+      {"inf", {inf, 1344, 448, -896, 1, -inf, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1.0f, {0x57, 0xC2, 0xF0, 0, 0, 0, 0, 0}, 0x7E},
+      {"nan", {nan, -12, 6, nan, 3, -3, 2, 1, 0, -0.0f, 8, -8, 4, 12, -1, 0}, 1.0f,
+       {0xF0, 0x05, 0xB3, 0x12, 0x80, 0xE6, 0x74, 0x09}, 0x40},
+      {"all nan", std::vector<float>(16, nan), 1.0f, {0, 0, 0, 0, 0, 0, 0, 0}, 0x00},
+      {"negative zeros", std::vector<float>(16, -0.0f), 1.0f, {0, 0, 0, 0, 0, 0, 0, 0}, 0x00},
+      {"E4M3 tie", {6.375f, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1.0f, {0xA7, 0, 0, 0, 0, 0, 0, 0}, 0x38},
+      {"gs*(amax/6) order", {0.09765625f, 0.0078125f, -0.03125f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 0.3f,
+       {0x17, 0x0C, 0, 0, 0, 0, 0, 0}, 0x02},
+      {"x*(gs/s) order", {0.125f, 0.0244140625f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 0.3f,
+       {0x27, 0, 0, 0, 0, 0, 0, 0}, 0x03},
+      {"gs/s not a reciprocal", {0.1953125f, 0.0244140625f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 0.9f,
+       {0x27, 0, 0, 0, 0, 0, 0, 0}, 0x0F},
+  };
+  for (const SpecialBlock& b : blocks) {
+    SCOPED_TRACE(b.what);
+    std::vector<uint16_t> x(32, 0);
+    for (int i = 0; i < 16; ++i) x[i] = model::bf16_nearest(b.values[i]);
+    for (ScaleLayout layout : {ScaleLayout::Linear, ScaleLayout::Swizzled128x4}) {
+      const int64_t sf_bytes = svdq::scale_buffer_bytes(1, 32, layout);
+      const DeviceBuffer dx = upload(x), dgs = upload(std::vector<float>{b.gs});
+      DeviceBuffer dq(16), dsf(sf_bytes);
+      dq.fill_byte(0xAB);
+      dsf.fill_byte(0xAB);
+      svdq::nvfp4_quantize(TensorView(dx.get(), DType::BF16, {1, 32}), TensorView(dgs.get(), DType::F32, {1}),
+                           TensorView(dq.get(), DType::U8, {1, 16}), TensorView(dsf.get(), DType::U8, {sf_bytes}),
+                           layout);
+      const std::vector<uint8_t> q = download<uint8_t>(dq, 16), sf = download<uint8_t>(dsf, sf_bytes);
+      std::vector<uint8_t> want_q = b.bytes;
+      want_q.resize(16, 0);
+      EXPECT_EQ(q, want_q) << svdq::to_string(layout);
+      std::vector<uint8_t> want_sf(static_cast<size_t>(sf_bytes), 0);
+      want_sf[0] = b.scale;  // (0, 0) is byte 0 in both layouts; (0, 1) is byte 1 and holds the zero block's 0
+      EXPECT_EQ(sf, want_sf) << svdq::to_string(layout);
+    }
   }
-  const DeviceBuffer dx = upload(x32), dgs = upload(std::vector<float>{1.0f});
-  DeviceBuffer dq(4 * 16), dsf(svdq::scale_buffer_bytes(4, 32, ScaleLayout::Linear));
-  dq.fill_byte(0xAB);
-  dsf.fill_byte(0xAB);
-  svdq::nvfp4_quantize(TensorView(dx.get(), DType::BF16, {4, 32}), TensorView(dgs.get(), DType::F32, {1}),
-                       TensorView(dq.get(), DType::U8, {4, 16}), TensorView(dsf.get(), DType::U8, {8}),
-                       ScaleLayout::Linear);
-  const std::vector<uint8_t> q = download<uint8_t>(dq, 64), sf = download<uint8_t>(dsf, 8);
-  const std::vector<uint8_t> want_q = {0xF7, 0xD5, 0xB3, 0x12, 0x80, 0xE6, 0x74, 0x09, 0, 0, 0, 0, 0, 0, 0, 0,
-                                       0x07, 0x22, 0x44, 0x66, 0xA8, 0xCA, 0xEC, 0x0E, 0, 0, 0, 0, 0, 0, 0, 0,
-                                       0x57, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  EXPECT_EQ(q, want_q);
-  EXPECT_EQ(sf, (std::vector<uint8_t>{0x40, 0x00, 0x38, 0x00, 0x7E, 0x00, 0x00, 0x00}));
 }
 
 }  // namespace
