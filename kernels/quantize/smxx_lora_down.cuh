@@ -12,7 +12,7 @@ SVDQ_DEV void smxx_lora_down(const LoraDownParams& p) {
   __shared__ float xs[BK][BM + 4];
   __shared__ float ls[BK][BR];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-  const i64 m0 = (i64)blockIdx.y * BM, r0 = (i64)blockIdx.x * BR;
+  const i64 m0 = (i64)blockIdx.x * BM, r0 = (i64)blockIdx.y * BR;  // M on x: no 65535 limit
   float acc[4][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)

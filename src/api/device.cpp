@@ -3,8 +3,11 @@
 #include "jit/nvrtc_compiler.hpp"
 #include "svdq/svdq.hpp"
 
-#ifndef SVDQ_VERSION_STRING
-#define SVDQ_VERSION_STRING "0.1.0"
+#ifndef SVDQ_VERSION
+#define SVDQ_VERSION "0.0.0"
+#endif
+#ifndef SVDQ_GIT_COMMIT
+#define SVDQ_GIT_COMMIT "unknown"
 #endif
 
 namespace svdq {
@@ -44,6 +47,6 @@ DeviceInfo current_device_info() {
 }
 
 std::string nvrtc_version_string() { return jit::nvrtc_version(); }
-std::string version_string() { return SVDQ_VERSION_STRING; }
+std::string version_string() { return std::string(SVDQ_VERSION) + " (commit " + SVDQ_GIT_COMMIT + ")"; }
 
 }  // namespace svdq

@@ -106,10 +106,13 @@ LinearLayout linear_layout(int64_t m, int64_t k, int64_t rank) {
 }  // namespace
 
 int64_t svdquant_linear_workspace_size(int64_t m, int64_t k, int64_t rank) {
-  if (m < 1 || k <= 0 || k % 32 != 0 || rank < 16 || rank > 256 || rank % 16 != 0)
+  const char* fn = "svdquant_linear_workspace_size: argument ";
+  if (m < 1) throw Error(ErrorCode::InvalidArgument, std::string(fn) + "'m' = " + std::to_string(m) + " must be >= 1");
+  if (k <= 0 || k % 32 != 0)
+    throw Error(ErrorCode::InvalidArgument, std::string(fn) + "'k' = " + std::to_string(k) + " must be a positive multiple of 32");
+  if (rank < 16 || rank > 256 || rank % 16 != 0)
     throw Error(ErrorCode::InvalidArgument,
-                "svdquant_linear_workspace_size: arguments must satisfy m >= 1, k a positive multiple of 32, rank a "
-                "multiple of 16 in [16, 256]");
+                std::string(fn) + "'rank' = " + std::to_string(rank) + " must be a multiple of 16 in [16, 256]");
   return linear_layout(m, k, rank).total;
 }
 
@@ -159,7 +162,7 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
     p.m = dm.m;
     p.k = dm.k;
     p.rank = dm.rank;
-    launch(build, dev, static_cast<unsigned>((dm.rank + 63) / 64), static_cast<unsigned>((dm.m + 63) / 64), stream, &p);
+    launch(build, dev, static_cast<unsigned>((dm.m + 63) / 64), static_cast<unsigned>((dm.rank + 63) / 64), stream, &p);
   }
   // 3. out = mm_nvfp4_svdquant(xq, weight, sf, weight_sf, alpha, d, l1, bias)
   launch_mm(dm, xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data, stream);

@@ -96,8 +96,10 @@ int64_t check_k(const char* fn, const char* name, int64_t k) {
   return k;
 }
 
-// The portable program puts M tiles on gridDim.y (<= 65535 tiles of 128 rows).
-constexpr int64_t kMaxM = 65535LL * 128;
+// Launch grids put M tiles on gridDim.y (at most 65535) with tiles of 64 rows at the smallest, and N tiles on
+// gridDim.x; these bounds keep every build's grid representable whatever the router (or SVDQ_FORCE_BUILD) picks.
+constexpr int64_t kMaxM = 65535LL * 64;
+constexpr int64_t kMaxN = (int64_t(1) << 31) - 1;
 
 }  // namespace
 
@@ -118,6 +120,7 @@ MmDims validate_mm(const TensorView& a, const TensorView& b, const TensorView& a
     fail(fn, "b", "must have the same K as 'a' (b.shape[1] = " + std::to_string(b.shape[1]) + " != a.shape[1] = " +
                       std::to_string(a.shape[1]) + ")");
   if (r.n < 32 || r.n % 32 != 0) fail(fn, "b", "must have N rows with N a positive multiple of 32, got N = " + std::to_string(r.n));
+  if (r.n > kMaxN) fail(fn, "b", "has N = " + std::to_string(r.n) + " rows; at most " + std::to_string(kMaxN) + " are supported");
   check_scale_buffer(fn, "a_sf", a_sf, r.m, r.k, ScaleLayout::Swizzled128x4, "M");
   check_scale_buffer(fn, "b_sf", b_sf, r.n, r.k, ScaleLayout::Swizzled128x4, "N");
   check_scalar_f32(fn, "alpha", alpha);
@@ -178,6 +181,8 @@ LinearDims validate_linear(const TensorView& x, const TensorView& weight_fp4, co
                                shape_str(weight_fp4));
   if (r.mm.n < 32 || r.mm.n % 32 != 0)
     fail(fn, "weight_fp4", "must have N rows with N a positive multiple of 32, got N = " + std::to_string(r.mm.n));
+  if (r.mm.n > kMaxN)
+    fail(fn, "weight_fp4", "has N = " + std::to_string(r.mm.n) + " rows; at most " + std::to_string(kMaxN) + " are supported");
   check_scale_buffer(fn, "weight_sf", weight_sf, r.mm.n, r.mm.k, ScaleLayout::Swizzled128x4, "N");
   check_scalar_f32(fn, "alpha", alpha);
   check_tensor(fn, "pre_quant_scale", pre_quant_scale, {DType::BF16}, 1);

@@ -54,10 +54,15 @@ TensorView::TensorView(const void* ptr, DType t, std::initializer_list<int64_t> 
     if (ndim == kMaxDims) throw Error(ErrorCode::InvalidArgument, "TensorView: at most 4 dimensions");
     shape[ndim++] = d;
   }
+  // Row-major strides; if they do not fit in int64 leave all strides 0 ("contiguous") and let validation report
+  // the overflow of numel with the argument's name.
   int64_t s = 1;
   for (int i = ndim - 1; i >= 0; --i) {
     strides[i] = s;
-    s = shape[i] > 0 ? s * shape[i] : s;
+    if (shape[i] > 0 && __builtin_mul_overflow(s, shape[i], &s)) {
+      for (int j = 0; j < ndim; ++j) strides[j] = 0;
+      break;
+    }
   }
 }
 

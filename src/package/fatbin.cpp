@@ -8,7 +8,8 @@ namespace svdq::package {
 namespace {
 
 constexpr size_t kContainerHeader = 16;
-constexpr size_t kEntryHeader = 64;  // the fields we read end at +64; longer headers are extended
+constexpr uint32_t kEntryHeader = 64;  // the fields we read end at +64; longer headers are extended
+constexpr uint32_t kPtxEntryHeader = 80;  // what nvcc 13.0 writes for every PTX entry
 
 bool in_bounds(uint64_t offset, uint64_t len, size_t size) { return offset <= size && len <= size - offset; }
 
@@ -116,12 +117,20 @@ std::vector<uint8_t> write_fatbin(const std::vector<FatbinInput>& inputs) {
       if (payload.empty() || payload.back() != 0) payload.push_back(0);  // the driver reads PTX as a C string
     }
     const uint64_t padded = (payload.size() + 7) / 8 * 8;
+    // PTX entries carry nvcc's extended header: at +20 the offset (64) of an extension whose record {u32 data
+    // offset 72, u32 size 0} is empty.
+    const bool ptx = in.kind == ImageKind::Ptx;
+    const uint32_t header = ptx ? kPtxEntryHeader : kEntryHeader;
     const size_t at = out.size();
-    out.resize(at + kEntryHeader + padded, 0);
-    store_u16(&out, at, in.kind == ImageKind::Cubin ? kFatbinKindElf : kFatbinKindPtx);
+    out.resize(at + header + padded, 0);
+    store_u16(&out, at, ptx ? kFatbinKindPtx : kFatbinKindElf);
     store_u16(&out, at + 2, 0x0101);
-    store_u32(&out, at + 4, kEntryHeader);
+    store_u32(&out, at + 4, header);
     store_u64(&out, at + 8, padded);
+    if (ptx) {
+      store_u32(&out, at + 20, kEntryHeader);
+      store_u32(&out, at + kEntryHeader, kEntryHeader + 8);
+    }
     store_u16(&out, at + 24, minor);
     store_u16(&out, at + 26, major);
     store_u32(&out, at + 28, static_cast<uint32_t>(in.target.cc()));
@@ -129,7 +138,7 @@ std::vector<uint8_t> write_fatbin(const std::vector<FatbinInput>& inputs) {
     if (in.target.suffix == 'a') flags |= kFatbinFlagArchSpecific;
     if (in.target.suffix == 'f') flags |= kFatbinFlagFamily;
     store_u64(&out, at + 40, flags);
-    std::copy(payload.begin(), payload.end(), out.begin() + static_cast<std::ptrdiff_t>(at + kEntryHeader));
+    std::copy(payload.begin(), payload.end(), out.begin() + static_cast<std::ptrdiff_t>(at + header));
   }
   store_u32(&out, 0, kFatbinMagic);
   store_u16(&out, 4, 1);

@@ -27,8 +27,10 @@ void dequant_row(const uint8_t* q, const uint8_t* sf, int64_t row, int64_t k, fl
 }  // namespace
 
 std::vector<double> mm_rows_f64(const MmProblem& p, const std::vector<int64_t>& rows, int threads) {
+  if (p.n < 1 || p.k < 16 || p.k % 16 != 0 || p.rank < 0)
+    throw Error(ErrorCode::InvalidArgument, "mm_rows_f64: argument 'p' needs n >= 1, k a positive multiple of 16, rank >= 0");
   for (int64_t r : rows)
-    if (r < 0 || r >= p.m) throw Error(ErrorCode::InvalidArgument, "mm_rows_f64: row index out of range");
+    if (r < 0 || r >= p.m) throw Error(ErrorCode::InvalidArgument, "mm_rows_f64: argument 'rows' holds an index out of range");
   const int64_t nr = static_cast<int64_t>(rows.size()), n = p.n, k = p.k, rank = p.rank;
   std::vector<float> arows(nr * k);
   for (int64_t i = 0; i < nr; ++i) dequant_row(&p.a[rows[i] * (k / 2)], p.a_sf.data(), rows[i], k, &arows[i * k]);

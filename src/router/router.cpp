@@ -7,15 +7,14 @@ namespace svdq::router {
 
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& s) {
   (void)cc;
-  // Two CTAs per SM hide the dequantize/MMA phases of one behind the other; with room for two double-buffered
-  // CTAs (Hopper's 228 KiB) use the one-barrier variant.
-  const bool double_buffer = 2 * registry::build_by_id("sm80_gemm_bm128_s4_t2").smem_bytes + 2048 <= smem_per_sm &&
-                             registry::build_by_id("sm80_gemm_bm128_s4_t2").smem_bytes <= smem_optin;
+  // Measured on an H200 (bench/results/2026-11-29_h200_portable.md): with at least one wave of 128-row tiles the
+  // single-buffer 128x128 build (two CTAs per SM) is fastest; below that, 64-row tiles with the software-pipelined
+  // double buffer (one CTA per SM, latency-bound) win.
   const int64_t tiles128 = (s.m + 127) / 128 * ((s.n + 127) / 128);
-  // Fewer 128-row tiles than SMs leaves the GPU idle: halve the tile height.
-  const bool small = tiles128 < sm_count;
-  if (small) return registry::build_by_id(double_buffer ? "sm80_gemm_bm64_s6_t2" : "sm80_gemm_bm64_s4_t1");
-  return registry::build_by_id(double_buffer ? "sm80_gemm_bm128_s4_t2" : "sm80_gemm_bm128_s4_t1");
+  if (tiles128 >= sm_count) return registry::build_by_id("sm80_gemm_bm128_s4_t1");
+  const registry::Build& pipelined = registry::build_by_id("sm80_gemm_bm64_s6_t2");
+  const bool fits = pipelined.smem_bytes <= smem_optin && pipelined.smem_bytes + 1024 <= smem_per_sm;
+  return fits ? pipelined : registry::build_by_id("sm80_gemm_bm64_s4_t1");
 }
 
 const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& s) {

@@ -68,13 +68,16 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // H200: 132 SMs, 228 KiB per SM, 227 KiB per block.
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm80_gemm_bm128_s4_t2");
+            "sm80_gemm_bm128_s4_t1");
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
             "sm80_gemm_bm64_s6_t2");
-  // RTX 4090-like (8.9): 100 KiB per SM -> single tile buffer builds.
+  // RTX 4090-like (8.9): 100 KiB per SM; the 96 KiB pipelined build still fits one CTA.
   EXPECT_EQ(svdq::router::heuristic_gemm(89, 128, 102400, 101376, {4096, 3072, 3072, 32, true}).id,
             "sm80_gemm_bm128_s4_t1");
   EXPECT_EQ(svdq::router::heuristic_gemm(89, 128, 102400, 101376, {1, 3072, 3072, 32, false}).id,
+            "sm80_gemm_bm64_s6_t2");
+  // A device with less shared memory than the pipelined build needs falls back to the single-buffer 64-row build.
+  EXPECT_EQ(svdq::router::heuristic_gemm(86, 84, 90000, 90000, {1, 3072, 3072, 32, false}).id,
             "sm80_gemm_bm64_s4_t1");
   for (int64_t m : {1, 44, 129, 1000, 4096, 16384}) {
     const auto& b = svdq::router::heuristic_gemm(80, 108, 167936, 166912, {m, 3072, 3072, 64, true});

@@ -98,6 +98,12 @@ std::vector<MmCase> mm_cases() {
         x.out = TensorView(x.out.data, DType::BF16, {0, N});
       }, "a");
   add("m_negative", [&](MmArgs& x) { x.a = raw_view(x.a.data, DType::U8, {-129, K / 2}); }, "a");
+  add("m_past_grid_limit", [&](MmArgs& x) {  // 65535 tiles of 64 rows is the most any build's grid holds
+        const int64_t big = 65535LL * 64 + 1;
+        x.a = TensorView(x.a.data, DType::U8, {big, K / 2});
+        x.d = TensorView(x.d.data, DType::BF16, {big, R});
+        x.out = TensorView(x.out.data, DType::BF16, {big, N});
+      }, "a");
   add("k_negative", [&](MmArgs& x) { x.b = raw_view(x.b.data, DType::U8, {N, -64}); }, "b");
   add("rank_negative", [&](MmArgs& x) { x.d = raw_view(x.d.data, DType::BF16, {M, -32}); }, "d");
   for (int64_t r : {0, 8, 24, 272, 512}) {

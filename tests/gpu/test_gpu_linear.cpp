@@ -36,11 +36,7 @@ float amax_of(const std::vector<uint16_t>& v) {
   return a;
 }
 
-class GpuLinear : public ::testing::TestWithParam<Shape> {};
-
-TEST_P(GpuLinear, StagesMatchReferences) {
-  SVDQ_REQUIRE_GPU();
-  const Shape s = GetParam();
+void check_linear(const Shape& s) {
   const int64_t M = s.m, N = s.n, K = s.k, R = s.rank;
   const uint64_t seed = test_seed(3000 + static_cast<uint64_t>(M * 7 + N * 11 + K * 13 + R));
   SCOPED_TRACE(s.str() + ", " + seed_trace(seed));
@@ -153,6 +149,13 @@ TEST_P(GpuLinear, StagesMatchReferences) {
   EXPECT_TRUE(out == out2) << "svdquant_linear and mm_nvfp4_svdquant on the same intermediates differ";
 }
 
+class GpuLinear : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(GpuLinear, StagesMatchReferences) {
+  SVDQ_REQUIRE_GPU();
+  check_linear(GetParam());
+}
+
 Shape make_shape(int64_t m, int64_t n, int64_t k, int64_t r, bool bias) {
   Shape s;
   s.m = m;
@@ -172,5 +175,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuLinear,
                            return "m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" + std::to_string(s.k) +
                                   "_r" + std::to_string(s.rank) + "_b" + (s.bias ? "1" : "0");
                          });
+
+// The largest M the API accepts (65535 tiles of 64 rows) must run through every stage; one more is rejected
+// by validation (tests/cpu/test_validation.cpp) before anything launches.
+TEST(GpuLinearLarge, LargestAcceptedMRuns) {
+  SVDQ_REQUIRE_GPU();
+  check_linear(make_shape(65535 * 64, 32, 32, 16, true));
+}
 
 }  // namespace
