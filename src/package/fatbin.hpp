@@ -12,6 +12,10 @@
 //   flags seen: 0x1 64-bit | 0x10 Linux host (always 0x11), 0x8000 compressed (ZSTD payload),
 //   0x100000 arch-specific 'a', 0x200000 family 'f', 0x1000000 on sm_100+ ELF entries with an extended header
 //   that carries a copy of the cubin's .nv.compat attributes.
+//   An extended header has at +20 the offset (64) of a record {u32 data offset, u32 data size} and then the data;
+//   nvcc gives every PTX entry one, empty ({72, 0}, 80 bytes in all). That is required: on an H200 (driver
+//   580.159, CUDA 13.0) cuModuleLoadData and cuLibraryLoadData crash (SIGSEGV) on a PTX entry with a plain
+//   64-byte header, and load our 80-byte ones and JIT them.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -56,7 +60,10 @@ struct FatbinInput {
   std::vector<uint8_t> payload;  // the cubin, or the PTX text
 };
 
-// One uncompressed container holding the inputs in order, with 64-byte entry headers. Each payload is checked
+// One uncompressed container holding the inputs in order (64-byte headers for cubins, nvcc's 80-byte extended
+// header for PTX). Verified on an H200: the driver loads what this writes and picks the same image as
+// select_image for sm_80/sm_86/sm_90/sm_90a/sm_100a/sm_100f/sm_120f cubins and compute_80/90/90a/100 PTX mixes.
+// Unverified: sm_100+ cubins (nvcc adds a .nv.compat copy and flag 0x1000000 there; we do not). Each payload is checked
 // first: a cubin must be a CUDA ELF whose exact target (tkinfo, or e_flags for ABI 7) is `target`, PTX must name
 // `target` in its .target; anything else throws svdq::Error(InvalidArgument) naming the entry. Duplicated
 // (kind, target) pairs and an empty input are errors too.

@@ -74,7 +74,8 @@ Selection select_image(int device_cc, const std::vector<Image>& images) {
                   "); available: ";
   if (images.empty()) s.explanation += "none";
   for (size_t k = 0; k < images.size(); ++k)
-    s.explanation += (k ? "; " : "") + images[k].name() + " (" + describe_runs_on(images[k].kind, images[k].target) + ")";
+    s.explanation +=
+        (k ? "; " : "") + images[k].name() + " (" + describe_runs_on(images[k].kind, images[k].target) + ")";
   return s;
 }
 

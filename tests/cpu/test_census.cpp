@@ -309,6 +309,28 @@ TEST(Fatbin, WriterRoundTripsEveryTarget) {
   for (const auto& t : targets) EXPECT_NE(table.find(t), std::string::npos) << table;
 }
 
+TEST(Fatbin, WriterUsesTheHeaderLayoutTheDriverNeeds) {
+  // The CUDA 13.0 driver (H200, 580.159) segfaults loading a PTX entry with a plain 64-byte header; nvcc writes 80
+  // bytes with an empty extension record, and so must we. Cubin entries keep the 64-byte header the driver loads.
+  const Bytes fat = pkg::write_fatbin({input("sm_90a"), input("compute_80")});
+  const size_t e0 = 16;
+  EXPECT_EQ(pkg::load_u16(fat.data() + e0), pkg::kFatbinKindElf);
+  EXPECT_EQ(pkg::load_u32(fat.data() + e0 + 4), 64u);
+  EXPECT_EQ(pkg::load_u64(fat.data() + e0 + 40), pkg::kFatbinFlagsBase | pkg::kFatbinFlagArchSpecific);
+  EXPECT_EQ(pkg::load_u16(fat.data() + e0 + 24), 8u);  // [1, ELF ABI 8], as nvcc writes
+  EXPECT_EQ(pkg::load_u16(fat.data() + e0 + 26), 1u);
+  const size_t e1 = e0 + 64 + pkg::load_u64(fat.data() + e0 + 8);
+  EXPECT_EQ(pkg::load_u16(fat.data() + e1), pkg::kFatbinKindPtx);
+  EXPECT_EQ(pkg::load_u32(fat.data() + e1 + 4), 80u);
+  EXPECT_EQ(pkg::load_u32(fat.data() + e1 + 20), 64u);  // offset of the extension
+  EXPECT_EQ(pkg::load_u32(fat.data() + e1 + 64), 72u);  // its record: data at 72, ...
+  EXPECT_EQ(pkg::load_u32(fat.data() + e1 + 68), 0u);   // ... of size 0
+  EXPECT_EQ(pkg::load_u64(fat.data() + e1 + 40), pkg::kFatbinFlagsBase);
+  EXPECT_GE(pkg::load_u16(fat.data() + e1 + 26), 8u);  // the PTX ISA major (9 for CUDA 13.0)
+  EXPECT_EQ(fat[e1 + 80 + pkg::load_u64(fat.data() + e1 + 8) - 1], 0) << "PTX is NUL-terminated";
+  EXPECT_EQ(e1 + 80 + pkg::load_u64(fat.data() + e1 + 8), fat.size());
+}
+
 TEST(Fatbin, CensusFeedsTheLoaderSelection) {
   std::vector<pkg::FatbinInput> inputs;
   for (const char* t : {"sm_80", "sm_90a", "sm_100a", "sm_100f", "sm_120f", "compute_80"})

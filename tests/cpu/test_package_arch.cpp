@@ -434,9 +434,10 @@ TEST(Tiers, ChecksCatchEachInconsistency) {
   std::string p = problems_of(tiers_json(x, x, "8.0 10.0a", "8.0 10.0a 12.1a"));
   EXPECT_NE(p.find("cu13.0 x86_64: drops 9.0a"), std::string::npos) << p;
   EXPECT_NE(p.find("cu13.0 aarch64: drops 9.0a"), std::string::npos) << p;
-  p = problems_of(tiers_json(x, x, "8.0 10.0a", "8.0 10.0a 12.1a",
-                             R"([{"from": "cu12.9", "to": "cu13.0", "host": "x86_64", "arch": "9.0a", "reason": "r"},
-                                 {"from": "cu12.9", "to": "cu13.0", "host": "aarch64", "arch": "9.0a", "reason": "r"}])"));
+  const std::string drops = R"([
+      {"from": "cu12.9", "to": "cu13.0", "host": "x86_64", "arch": "9.0a", "reason": "r"},
+      {"from": "cu12.9", "to": "cu13.0", "host": "aarch64", "arch": "9.0a", "reason": "r"}])";
+  p = problems_of(tiers_json(x, x, "8.0 10.0a", "8.0 10.0a 12.1a", drops));
   EXPECT_EQ(p, "");
   // An arch the toolkit cannot build (11.0 does not exist in 12.9; 10.1 no longer in 13.0).
   p = problems_of(tiers_json(x, x + " 11.0a", x, a));
