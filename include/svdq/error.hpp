@@ -14,6 +14,7 @@ enum class ErrorCode {
   Compile,          // NVRTC failed to compile a kernel unit
   Cuda,             // a CUDA runtime/driver call failed
   Io,               // reading or writing a file failed
+  NoKernelImage,    // no image of a module runs on this device and JIT compilation is disabled
 };
 
 const char* to_string(ErrorCode code);

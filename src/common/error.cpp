@@ -15,6 +15,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::Compile: return "compile error";
     case ErrorCode::Cuda: return "CUDA error";
     case ErrorCode::Io: return "I/O error";
+    case ErrorCode::NoKernelImage: return "no kernel image";
   }
   return "unknown error";
 }

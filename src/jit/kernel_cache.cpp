@@ -9,7 +9,9 @@
 #include <mutex>
 
 #include "common/env.hpp"
+#include "jit/disk_cache.hpp"
 #include "jit/nvrtc_compiler.hpp"
+#include "package/package.hpp"
 #include "svdq/error.hpp"
 
 namespace svdq::jit {
@@ -17,9 +19,9 @@ namespace svdq::jit {
 namespace {
 
 std::mutex g_mutex;
-std::map<std::string, std::vector<char>> g_images;                   // unit|target -> image
-std::map<std::string, std::unique_ptr<LoadedKernel>> g_kernels;      // unit|target|device -> kernel
-std::map<std::string, const LoadedKernel*> g_by_build;            // build id|device -> kernel
+std::map<std::string, std::unique_ptr<LoadedKernel>> g_kernels;  // unit|device -> kernel
+std::map<std::string, const LoadedKernel*> g_by_build;           // build id|device -> kernel
+std::map<std::string, std::string> g_sources;                    // build id|device -> where it was loaded from
 std::map<int, std::unique_ptr<DeviceTarget>> g_devices;
 CacheStats g_stats;
 
@@ -68,7 +70,112 @@ std::string target_for_cc(int cc) {
   return "compute_" + std::to_string(best);  // PTX: the driver compiles it for the newer device
 }
 
-const LoadedKernel& get_kernel(const registry::Build& build, const DeviceTarget& dev) {
+std::vector<std::string> aot_dirs() {
+  std::vector<std::string> out;
+  if (auto v = env::get_string("SVDQ_AOT_DIR")) {
+    std::string cur;
+    for (char c : *v + ":") {
+      if (c == ':') {
+        if (!cur.empty()) out.push_back(cur);
+        cur.clear();
+      } else {
+        cur.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Packages named by SVDQ_AOT_DIR, opened once. A named package that cannot be read is an error (fail closed):
+// silently skipping it would turn a packaging mistake into a surprise compile or a miss later.
+const std::vector<std::shared_ptr<const package::Package>>& packages() {
+  static std::vector<std::shared_ptr<const package::Package>> pkgs;
+  static std::string opened_for;
+  static bool opened = false;
+  const std::vector<std::string> dirs = aot_dirs();
+  std::string joined;
+  for (const auto& d : dirs) joined += d + ":";
+  if (!opened || joined != opened_for) {
+    pkgs.clear();
+    for (const auto& d : dirs) pkgs.push_back(package::Package::open(d));
+    opened_for = joined;
+    opened = true;
+  }
+  return pkgs;
+}
+
+CacheKey disk_key(const std::string& unit, const std::string& target) {
+  return CacheKey{unit, target, nvrtc_version(), base_options()};
+}
+
+struct Found {
+  std::string source, detail;
+  std::vector<char> image;  // filled when `load_bytes`
+  std::string target;
+};
+
+// Walks the search order. With `fetch` false nothing is read beyond manifests and cache headers and nothing is
+// compiled; the answer says where the module would come from. Caller holds g_mutex.
+Found find_image(const registry::Build& build, const DeviceTarget& dev, const std::string& unit, bool fetch) {
+  std::vector<std::string> searched;
+  const std::string cc = std::to_string(dev.cc / 10) + "." + std::to_string(dev.cc % 10);
+  for (const auto& pkg : packages()) {
+    const package::ModuleEntry* m = pkg->find(unit);
+    if (!m) {
+      searched.push_back("AOT package " + pkg->dir() + " (SVDQ_AOT_DIR): no module " + unit);
+      continue;
+    }
+    const std::vector<package::Image> imgs = pkg->images(*m);
+    const package::Selection sel = package::select_image(dev.cc, imgs);
+    if (sel.rule == package::MatchRule::None) {
+      searched.push_back("AOT package " + pkg->dir() + " (SVDQ_AOT_DIR): " + sel.explanation);
+      continue;
+    }
+    Found f{"aot", "AOT package " + pkg->dir() + ": " + imgs[sel.index].name() + " (" + package::to_string(sel.rule) + ")", {},
+            imgs[sel.index].name()};
+    if (fetch) f.image = pkg->image_bytes(*m, imgs[sel.index]);
+    return f;
+  }
+  const std::string target = target_for_cc(dev.cc);
+  DiskCache disk(DiskCache::default_dir());
+  const CacheKey key = disk_key(unit, target);
+  std::string problem;
+  std::optional<std::vector<char>> hit = disk.load(key, &problem);
+  if (!problem.empty()) std::fprintf(stderr, "[svdq] disk cache: %s; it will be rebuilt\n", problem.c_str());
+  if (hit) {
+    Found f{"disk", "disk cache " + disk.entry_path(key), {}, target};
+    if (fetch) f.image = std::move(*hit);
+    return f;
+  }
+  searched.push_back("disk cache " + disk.dir() + " (SVDQ_CACHE_DIR): no entry for " + target);
+  if (env::get_bool("SVDQ_DISABLE_JIT", false)) {
+    std::string msg = "svdq: module " + unit + " (build " + build.id + ") has no image for this device (compute capability " +
+                      cc + ") and JIT compilation is disabled (SVDQ_DISABLE_JIT). Searched: memory cache (not loaded)";
+    for (const auto& s : searched) msg += "; " + s;
+    if (packages().empty()) msg += "; no AOT package (SVDQ_AOT_DIR is unset)";
+    throw Error(ErrorCode::NoKernelImage, msg);
+  }
+  Found f{"nvrtc", "NVRTC " + nvrtc_version() + " compile for " + target + " (then stored in the disk cache)", {}, target};
+  if (fetch) {
+    CompileOutput out = compile_unit(unit, registry::render(build), target);
+    ++g_stats.compiles;
+    g_stats.compile_seconds += out.seconds;
+    if (env::get_bool("SVDQ_JIT_LOG", false))
+      std::fprintf(stderr, "[svdq] compiled %s (%s) for %s in %.2f s\n", unit.c_str(), build.id.c_str(), target.c_str(),
+                   out.seconds);
+    try {
+      disk.store(key, out.image);
+    } catch (const Error& e) {  // a read-only or full cache directory costs a recompile next time, not this call
+      std::fprintf(stderr, "[svdq] disk cache: could not store %s: %s\n", unit.c_str(), e.what());
+    }
+    f.image = std::move(out.image);
+  }
+  return f;
+}
+
+void check_runnable(const registry::Build& build, const DeviceTarget& dev) {
   if (dev.cc < build.min_cc)
     throw Error(ErrorCode::Unsupported, "build " + build.id + " needs compute capability >= " +
                                             std::to_string(build.min_cc / 10) + "." + std::to_string(build.min_cc % 10));
@@ -76,6 +183,11 @@ const LoadedKernel& get_kernel(const registry::Build& build, const DeviceTarget&
     throw Error(ErrorCode::Unsupported, "build " + build.id + " needs " + std::to_string(build.smem_bytes) +
                                             " bytes of shared memory per block; this device allows " +
                                             std::to_string(dev.smem_optin));
+}
+
+}  // namespace
+
+const LoadedKernel& get_kernel(const registry::Build& build, const DeviceTarget& dev) {
   // Hot path: one map lookup keyed by the build (IDs are unique) and device; hashing and rendering happen once.
   const std::string fast_key = build.id + "|" + std::to_string(dev.ordinal);
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -83,31 +195,40 @@ const LoadedKernel& get_kernel(const registry::Build& build, const DeviceTarget&
     ++g_stats.hits;
     return *it->second;
   }
+  check_runnable(build, dev);
   const std::string unit = registry::unit_name(build);
-  const std::string target = target_for_cc(dev.cc);
-  const std::string image_key = unit + "|" + target;
-  const std::string kernel_key = image_key + "|" + std::to_string(dev.ordinal);
-  if (auto it = g_kernels.find(kernel_key); it != g_kernels.end()) {
-    g_by_build[fast_key] = it->second.get();
-    ++g_stats.hits;
-    return *it->second;
-  }
-  auto img = g_images.find(image_key);
-  if (img == g_images.end()) {
-    CompileOutput out = compile_unit(unit, registry::render(build), target);
-    ++g_stats.compiles;
-    g_stats.compile_seconds += out.seconds;
-    if (env::get_bool("SVDQ_JIT_LOG", false))
-      std::fprintf(stderr, "[svdq] compiled %s (%s) for %s in %.2f s\n", unit.c_str(), build.id.c_str(),
-                   target.c_str(), out.seconds);
-    img = g_images.emplace(image_key, std::move(out.image)).first;
-  }
+  Found f = find_image(build, dev, unit, true);
   auto k = std::make_unique<LoadedKernel>(
-      load_kernel(img->second, build.kernel_name, unit, target, dev.ordinal, static_cast<int>(build.smem_bytes)));
+      load_kernel(f.image, build.kernel_name, unit, f.target, dev.ordinal, static_cast<int>(build.smem_bytes)));
   ++g_stats.loads;
-  const LoadedKernel* loaded = g_kernels.emplace(kernel_key, std::move(k)).first->second.get();
+  if (f.source == "aot") ++g_stats.aot_loads;
+  if (f.source == "disk") ++g_stats.disk_loads;
+  const LoadedKernel* loaded = g_kernels.emplace(unit + "|" + std::to_string(dev.ordinal), std::move(k)).first->second.get();
   g_by_build[fast_key] = loaded;
+  g_sources[fast_key] = f.detail;
   return *loaded;
+}
+
+Resolution resolve(const registry::Build& build, const DeviceTarget& dev) {
+  Resolution r;
+  r.unit = registry::unit_name(build);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const std::string fast_key = build.id + "|" + std::to_string(dev.ordinal);
+  if (g_by_build.count(fast_key)) {
+    r.source = "memory";
+    r.detail = "loaded in this process from " + g_sources[fast_key];
+    return r;
+  }
+  try {
+    check_runnable(build, dev);
+    Found f = find_image(build, dev, r.unit, false);
+    r.source = f.source;
+    r.detail = f.detail;
+  } catch (const Error& e) {
+    r.source = "none";
+    r.detail = e.what();
+  }
+  return r;
 }
 
 CacheStats cache_stats() {

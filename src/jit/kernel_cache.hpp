@@ -1,7 +1,11 @@
-// Kernel cache: build -> rendered unit -> NVRTC image for this device's exact target -> loaded kernel.
-// In-memory per process (thread-safe); a unit is compiled at most once per (unit, target) and loaded once per device.
+// Kernel cache and loader: build -> rendered unit -> an image for this device -> loaded kernel.
+// Search order (SPEC §4): memory -> AOT package(s) (SVDQ_AOT_DIR) -> per-user disk cache (SVDQ_CACHE_DIR) -> NVRTC
+// (unless SVDQ_DISABLE_JIT). Which image runs is decided on the host before any launch, so a miss is an svdq::Error
+// naming the module, the device's compute capability and every place searched, never the driver's bare
+// "no kernel image is available for execution on the device".
 #pragma once
 #include <string>
+#include <vector>
 
 #include "jit/driver.hpp"
 #include "registry/registry.hpp"
@@ -26,9 +30,19 @@ std::string target_for_cc(int cc);
 
 const LoadedKernel& get_kernel(const registry::Build& build, const DeviceTarget& dev);
 
-// Counters for `svdq info` / tests.
+// Where a build's module comes from on this device, without compiling or loading anything (`svdq doctor`).
+struct Resolution {
+  std::string unit;
+  std::string source;  // "memory", "aot", "disk", "nvrtc", or "none"
+  std::string detail;  // which package / file / target, and why
+};
+Resolution resolve(const registry::Build& build, const DeviceTarget& dev);
+
+// The AOT package directories from SVDQ_AOT_DIR (':'-separated), in search order.
+std::vector<std::string> aot_dirs();
+
 struct CacheStats {
-  int compiles = 0, loads = 0, hits = 0;
+  int compiles = 0, loads = 0, hits = 0, aot_loads = 0, disk_loads = 0;
   double compile_seconds = 0.0;
 };
 CacheStats cache_stats();

@@ -16,6 +16,9 @@ enum Exit : int { kOk = 0, kCheckFailed = 1, kNoDevice = 2, kError = 3, kUsage =
 void add_info(CLI::App& app, int* exit_code);
 void add_verify(CLI::App& app, int* exit_code);
 void add_bench(CLI::App& app, int* exit_code, const std::string& command_line);
+void add_aot(CLI::App& app, int* exit_code);
+void add_census(CLI::App& app, int* exit_code);
+void add_doctor(CLI::App& app, int* exit_code);
 
 // Runs a subcommand body and turns any exception into one line on stderr, prefixed "svdq <name>: ", and an exit code.
 int guarded(const char* name, const std::function<int()>& body);

@@ -50,17 +50,20 @@ std::string quoted_command_line(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace svdq::cli;
-  CLI::App app{"svdq: NVFP4 SVDQuant linear layer (device facts, correctness check, benchmark)", "svdq"};
+  CLI::App app{"svdq: NVFP4 SVDQuant linear layer (device facts, correctness check, benchmark, AOT packages)", "svdq"};
   app.set_version_flag("--version", [] { return "svdq " + svdq::version_string(); });
   app.require_subcommand(1);
   app.footer(
-      "Exit codes: 0 success; 1 verify found a mismatch; 2 no usable CUDA device; 3 runtime error; 64 bad command "
+      "Exit codes: 0 success; 1 a check failed (verify mismatch, census/aot/doctor problem); 2 no usable CUDA device; 3 runtime error; 64 bad command "
       "line.");
   int rc = kOk;
   try {
     add_info(app, &rc);
     add_verify(app, &rc);
     add_bench(app, &rc, quoted_command_line(argc, argv));
+    add_aot(app, &rc);
+    add_census(app, &rc);
+    add_doctor(app, &rc);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
