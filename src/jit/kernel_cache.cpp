@@ -176,9 +176,15 @@ Found find_image(const registry::Build& build, const DeviceTarget& dev, const st
 }
 
 void check_runnable(const registry::Build& build, const DeviceTarget& dev) {
-  if (dev.cc < build.min_cc)
-    throw Error(ErrorCode::Unsupported, "build " + build.id + " needs compute capability >= " +
-                                            std::to_string(build.min_cc / 10) + "." + std::to_string(build.min_cc % 10));
+  auto cc_str = [](int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); };
+  if (!registry::runs_on_cc(build, dev.cc))
+    throw Error(ErrorCode::Unsupported, "build " + build.id + " (program " + registry::program_name(build.program) +
+                                            ") runs on compute capability " + cc_str(build.min_cc) +
+                                            (build.max_cc == build.min_cc ? " only"
+                                             : build.max_cc ? " to " + cc_str(build.max_cc) : " and newer") +
+                                            "; this device is " + cc_str(dev.cc));
+  std::string why;
+  if (!registry::toolkit_supports(build, nvrtc_version_number(), &why)) throw Error(ErrorCode::Unsupported, why);
   if (build.smem_bytes > dev.smem_optin)
     throw Error(ErrorCode::Unsupported, "build " + build.id + " needs " + std::to_string(build.smem_bytes) +
                                             " bytes of shared memory per block; this device allows " +

@@ -71,6 +71,12 @@ std::string nvrtc_version() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
+int nvrtc_version_number() {
+  int major = 0, minor = 0;
+  check(nvrtcVersion(&major, &minor), "nvrtcVersion");
+  return major * 10 + minor;
+}
+
 std::vector<int> nvrtc_supported_archs() {
   int n = 0;
   check(nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");

@@ -136,8 +136,12 @@ Manifest Manifest::parse(const std::string& text, const std::string& origin) {
   return m;
 }
 
-std::vector<Arch> program_native_arches(registry::Program, const std::vector<int>& nvrtc_archs) {
+std::vector<Arch> program_native_arches(registry::Program program, const std::vector<int>& nvrtc_archs) {
   std::vector<Arch> out;
+  if (program == registry::Program::Sm90Wgmma) {  // wgmma exists only as sm_90a code
+    if (std::find(nvrtc_archs.begin(), nvrtc_archs.end(), 90) != nvrtc_archs.end()) out.push_back({9, 0, 'a'});
+    return out;
+  }
   for (int cc : nvrtc_archs) {
     if (cc < 80) continue;  // BF16 mma.sync and cp.async need sm_80
     Arch a{cc / 10, cc % 10, 0};
@@ -176,7 +180,13 @@ AotResult build_package(const AotOptions& opt) {
     e.params = build_params(b);
     const std::vector<Arch> native = program_native_arches(b.program, nvrtc_archs);
     std::set<std::string> planned;
+    std::string toolkit_why;
+    const bool toolkit_ok = registry::toolkit_supports(b, parse_toolkit_version(nvrtc), &toolkit_why);
     for (const Arch& a : archs) {
+      if (!toolkit_ok) {
+        e.skipped.push_back({a.str(), toolkit_why});
+        continue;
+      }
       const BuildPlan plan = plan_build(e.program, a, native);
       if (!plan.build) {
         e.skipped.push_back({a.str(), plan.reason});

@@ -53,7 +53,8 @@ struct Manifest {
 };
 
 // The arches a program compiles for natively, given the toolkit's NVRTC archs: every portable program builds every
-// CC >= 8.0 the toolkit knows, in plain, 'a' (>= 9.0) and 'f' (>= 10.0) flavours.
+// CC >= 8.0 the toolkit knows, in plain, 'a' (>= 9.0) and 'f' (>= 10.0) flavours; the wgmma program only 9.0a
+// (it is gated: skipped, with the reason recorded, for every other arch).
 std::vector<Arch> program_native_arches(registry::Program program, const std::vector<int>& nvrtc_archs);
 
 struct AotOptions {

@@ -16,6 +16,7 @@ const char* program_name(Program p) {
     case Program::PortableGemm: return "sm80_svdq_gemm";
     case Program::Quantize: return "smxx_quantize";
     case Program::LoraDown: return "smxx_lora_down";
+    case Program::Sm90Wgmma: return "sm90_svdq_wgmma";
   }
   return "unknown";
 }
@@ -43,6 +44,16 @@ Build gemm(const std::string& id, int bm, int stages, int tile_bufs) {
   return b;
 }
 
+// Mirrors Sm90WgmmaConfig in kernels/sm90/sm90_svdq_wgmma.cuh.
+Build sm90(const std::string& id, int stages) {
+  Build b = gemm(id, 128, stages, 2);
+  b.program = Program::Sm90Wgmma;
+  b.min_cc = 90;
+  b.max_cc = 90;  // wgmma: sm_90a code runs on exactly 9.0
+  b.smem_bytes = gemm_smem(128, 128, stages, 2) + 1024;
+  return b;
+}
+
 Build simple(const std::string& id, Program p, int threads) {
   Build b;
   b.id = id;
@@ -62,6 +73,7 @@ std::vector<Build> make_builds() {
       gemm("sm80_gemm_bm64_s6_t2", 64, 6, 2),
       simple("smxx_quantize", Program::Quantize, 128),
       simple("smxx_lora_down", Program::LoraDown, 256),
+      sm90("sm90_wgmma_bm128_s4", 4),
   };
 }
 
@@ -100,6 +112,10 @@ std::string Build::description() const {
       break;
     case Program::Quantize: os << "NVFP4 quantize / quantize_smooth (one thread per 16-element block), sm_" << min_cc << "+"; break;
     case Program::LoraDown: os << "low-rank down-projection d = x @ l2t (SIMT FP32), sm_" << min_cc << "+"; break;
+    case Program::Sm90Wgmma:
+      os << "sm_90a wgmma GEMM, tile " << bm << "x" << bn << "x64, 2 warpgroups, " << stages
+         << "-stage cp.async ring, dequantization overlapped with async wgmma, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
+      break;
   }
   return os.str();
 }
@@ -125,10 +141,23 @@ int max_smem_optin_for_cc(int cc) {
   }
 }
 
+bool runs_on_cc(const Build& b, int cc) { return cc >= b.min_cc && (b.max_cc == 0 || cc <= b.max_cc); }
+
+bool toolkit_supports(const Build& b, int nvrtc, std::string* why) {
+  if (nvrtc >= b.min_nvrtc) return true;
+  if (why)
+    *why = "build " + b.id + " (program " + program_name(b.program) + ") needs NVRTC >= " +
+           std::to_string(b.min_nvrtc / 10) + "." + std::to_string(b.min_nvrtc % 10) + ", this toolkit has " +
+           std::to_string(nvrtc / 10) + "." + std::to_string(nvrtc % 10);
+  return false;
+}
+
+bool is_gemm(const Build& b) { return b.program == Program::PortableGemm || b.program == Program::Sm90Wgmma; }
+
 std::vector<const Build*> usable_builds(int cc) {
   std::vector<const Build*> out;
   for (const auto& b : all_builds())
-    if (cc >= b.min_cc && b.smem_bytes <= max_smem_optin_for_cc(cc)) out.push_back(&b);
+    if (runs_on_cc(b, cc) && b.smem_bytes <= max_smem_optin_for_cc(cc)) out.push_back(&b);
   return out;
 }
 
@@ -149,6 +178,12 @@ std::string render(const Build& b) {
       os << "#include \"quantize/smxx_quantize.cuh\"\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
          << "(const svdq_k::QuantizeParams p) {\n  svdq_k::smxx_quantize(p);\n}\n";
+      break;
+    case Program::Sm90Wgmma:
+      os << "#include \"sm90/sm90_svdq_wgmma.cuh\"\n"
+         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 2) " << b.kernel_name
+         << "(const svdq_k::MmParams p) {\n"
+         << "  svdq_k::sm90_svdq_wgmma<" << b.stages << ">(p);\n}\n";
       break;
     case Program::LoraDown:
       os << "#include \"quantize/smxx_lora_down.cuh\"\n"

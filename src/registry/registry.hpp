@@ -8,13 +8,15 @@
 
 namespace svdq::registry {
 
-enum class Program : int { PortableGemm = 0, Quantize = 1, LoraDown = 2 };
+enum class Program : int { PortableGemm = 0, Quantize = 1, LoraDown = 2, Sm90Wgmma = 3 };
 const char* program_name(Program p);
 
 struct Build {
   std::string id;       // stable, e.g. "sm80_gemm_bm128_s4_t1"
   Program program = Program::PortableGemm;
   int min_cc = 80;      // lowest compute capability (major*10 + minor) this build runs on
+  int max_cc = 0;       // highest, for arch-specific programs (0: no upper bound)
+  int min_nvrtc = 120;  // oldest NVRTC (major*10 + minor) that compiles it
   // Parameters (meaning depends on the program).
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
   int threads = 256;
@@ -25,8 +27,14 @@ struct Build {
 
 const std::vector<Build>& all_builds();
 const Build& build_by_id(const std::string& id);  // throws svdq::Error for an unknown ID
-std::vector<const Build*> usable_builds(int cc);  // builds whose min_cc <= cc and whose smem fits that CC
+std::vector<const Build*> usable_builds(int cc);  // builds that run on that CC and whose smem fits it
 int max_smem_optin_for_cc(int cc);               // dynamic shared memory a block may opt into, by CC
+
+bool runs_on_cc(const Build& b, int cc);  // min_cc <= cc <= max_cc
+// Whether NVRTC of version `nvrtc` (major*10+minor) compiles the build; `why` gets the reason when not.
+bool toolkit_supports(const Build& b, int nvrtc, std::string* why = nullptr);
+// Kernels whose output is a GEMM (the router's candidates).
+bool is_gemm(const Build& b);
 
 std::string family(const Build& b);       // "sm80_svdq_gemm", "smxx_quantize", "smxx_lora_down"
 std::string render(const Build& b);       // the source unit (deterministic bytes)

@@ -1,15 +1,21 @@
 #include "router/router.hpp"
 
+#include <cstdio>
+#include <mutex>
+
 #include "common/env.hpp"
+#include "jit/nvrtc_compiler.hpp"
 #include "svdq/error.hpp"
 
 namespace svdq::router {
 
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& s) {
-  (void)cc;
-  // Measured on an H200 (bench/results/2026-11-29_h200_portable.md): with at least one wave of 128-row tiles the
-  // single-buffer 128x128 build (two CTAs per SM) is fastest; below that, 64-row tiles with the software-pipelined
-  // double buffer (one CTA per SM, latency-bound) win.
+  // Hopper: the wgmma program (sm_90a code runs on exactly 9.0).
+  const registry::Build& hopper = registry::build_by_id("sm90_wgmma_bm128_s4");
+  if (registry::runs_on_cc(hopper, cc) && hopper.smem_bytes <= smem_optin) return hopper;
+  // Portable, measured on an H200 (bench/results/2026-11-29_h200_portable.md): with at least one wave of 128-row
+  // tiles the single-buffer 128x128 build (two CTAs per SM) is fastest; below that, 64-row tiles with the
+  // software-pipelined double buffer (one CTA per SM, latency-bound) win.
   const int64_t tiles128 = (s.m + 127) / 128 * ((s.n + 127) / 128);
   if (tiles128 >= sm_count) return registry::build_by_id("sm80_gemm_bm128_s4_t1");
   const registry::Build& pipelined = registry::build_by_id("sm80_gemm_bm64_s6_t2");
@@ -20,11 +26,23 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
 const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& s) {
   if (auto forced = env::get_string("SVDQ_FORCE_BUILD")) {
     const registry::Build& b = registry::build_by_id(*forced);
-    if (b.program != registry::Program::PortableGemm)
+    if (!registry::is_gemm(b))
       throw Error(ErrorCode::InvalidArgument, "SVDQ_FORCE_BUILD='" + *forced + "' is not a GEMM build");
     return b;
   }
-  return heuristic_gemm(dev.cc, dev.sm_count, dev.smem_per_sm, dev.smem_optin, s);
+  const registry::Build& b = heuristic_gemm(dev.cc, dev.sm_count, dev.smem_per_sm, dev.smem_optin, s);
+  return with_toolkit_fallback(b, jit::nvrtc_version_number(), dev, s);
+}
+
+const registry::Build& with_toolkit_fallback(const registry::Build& b, int nvrtc, const jit::DeviceTarget& dev,
+                                             const MmShape& s) {
+  std::string why;
+  if (registry::toolkit_supports(b, nvrtc, &why)) return b;
+  // A program this toolkit cannot compile: fall back to the portable program, once told.
+  const registry::Build& portable = heuristic_gemm(80, dev.sm_count, dev.smem_per_sm, dev.smem_optin, s);
+  static std::once_flag warned;
+  std::call_once(warned, [&] { std::fprintf(stderr, "[svdq] warning: %s; using %s instead\n", why.c_str(), portable.id.c_str()); });
+  return portable;
 }
 
 const registry::Build& select_quantize(const jit::DeviceTarget&) { return registry::build_by_id("smxx_quantize"); }

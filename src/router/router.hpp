@@ -1,5 +1,5 @@
-// Routing: which build runs a given problem on a given device. For now one program family (the portable GEMM);
-// the choice among its builds is a heuristic on the wave count and the device's shared memory.
+// Routing: which build runs a given problem on a given device: the sm_90a wgmma program on 9.0, else among the
+// portable builds by a heuristic on the wave count and the device's shared memory.
 #pragma once
 #include <cstdint>
 
@@ -20,5 +20,9 @@ const registry::Build& select_lora_down(const jit::DeviceTarget& dev);
 
 // Pure heuristic, testable without a device: (cc, sm_count, smem_per_sm, smem_optin, shape) -> build id.
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& shape);
+// `b` when NVRTC `nvrtc` (major*10+minor) compiles it; else the portable program's choice for the shape, with a
+// one-time warning on stderr naming the program and the reason.
+const registry::Build& with_toolkit_fallback(const registry::Build& b, int nvrtc, const jit::DeviceTarget& dev,
+                                             const MmShape& shape);
 
 }  // namespace svdq::router

@@ -14,8 +14,12 @@ class CompileEveryBuild : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CompileEveryBuild, CompilesForTarget) {
   const std::string target = GetParam();
+  const int cc = std::stoi(target.substr(target.find('_') + 1));  // stoi stops at the a/f suffix
+  int compiled = 0;
   for (const auto& b : svdq::registry::all_builds()) {
+    if (!svdq::registry::runs_on_cc(b, cc)) continue;  // gated programs (sm_90a wgmma) compile for their arch only
     SCOPED_TRACE(b.id + " for " + target);
+    ++compiled;
     const auto out = svdq::jit::compile_unit(svdq::registry::unit_name(b), svdq::registry::render(b), target,
                                              {"-Xptxas=-v"});
     EXPECT_GT(out.image.size(), 1000u);
@@ -28,10 +32,20 @@ TEST_P(CompileEveryBuild, CompilesForTarget) {
     EXPECT_NE(out.log.find(" 0 bytes spill stores, 0 bytes spill loads"), std::string::npos) << out.log;
     EXPECT_NE(out.log.find(b.kernel_name), std::string::npos) << "ptxas report does not name " << b.kernel_name;
   }
+  EXPECT_GE(compiled, 6) << "too few builds compiled for " << target;
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, CompileEveryBuild, ::testing::Values("sm_80", "sm_90a", "sm_86", "compute_80"),
+INSTANTIATE_TEST_SUITE_P(Targets, CompileEveryBuild, ::testing::Values("sm_80", "sm_90a", "sm_86", "compute_80", "sm_100a", "sm_120f"),
                          [](const auto& info) { return info.param; });
+
+TEST(CompileEveryBuild, GatedBuildsCompileForTheirArch) {
+  // The wgmma program must compile for sm_90a and be refused for other targets (wgmma is sm_90a-only PTX).
+  const auto& b = svdq::registry::build_by_id("sm90_wgmma_bm128_s4");
+  const auto out = svdq::jit::compile_unit(svdq::registry::unit_name(b), svdq::registry::render(b), "sm_90a", {"-Xptxas=-v"});
+  EXPECT_NE(out.log.find(" 0 bytes spill stores, 0 bytes spill loads"), std::string::npos) << out.log;
+  EXPECT_EQ(out.log.find("C7515"), std::string::npos) << "wgmma serialized:\n" << out.log;
+  EXPECT_THROW(svdq::jit::compile_unit("gated", svdq::registry::render(b), "sm_80"), svdq::Error);
+}
 
 TEST(Nvrtc, ReportsVersionAndArchs) {
   EXPECT_FALSE(svdq::jit::nvrtc_version().empty());

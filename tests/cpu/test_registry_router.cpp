@@ -68,8 +68,13 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // H200: 132 SMs, 228 KiB per SM, 227 KiB per block.
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm80_gemm_bm128_s4_t1");
+            "sm90_wgmma_bm128_s4");
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
+            "sm90_wgmma_bm128_s4");
+  // The same SM count and memory without sm_90a (e.g. routing for the portable fallback) picks portable builds.
+  EXPECT_EQ(svdq::router::heuristic_gemm(80, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
+            "sm80_gemm_bm128_s4_t1");
+  EXPECT_EQ(svdq::router::heuristic_gemm(80, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
             "sm80_gemm_bm64_s6_t2");
   // RTX 4090-like (8.9): 100 KiB per SM; the 96 KiB pipelined build still fits one CTA.
   EXPECT_EQ(svdq::router::heuristic_gemm(89, 128, 102400, 101376, {4096, 3072, 3072, 32, true}).id,
@@ -82,5 +87,31 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   for (int64_t m : {1, 44, 129, 1000, 4096, 16384}) {
     const auto& b = svdq::router::heuristic_gemm(80, 108, 167936, 166912, {m, 3072, 3072, 64, true});
     EXPECT_LE(b.smem_bytes, 166912);
+  }
+}
+
+TEST(Router, ProgramNeedingANewerToolkitFallsBack) {
+  svdq::jit::DeviceTarget h200;
+  h200.cc = 90;
+  h200.sm_count = 132;
+  h200.smem_per_sm = 233472;
+  h200.smem_optin = 232448;
+  const auto& hopper = reg::build_by_id("sm90_wgmma_bm128_s4");
+  EXPECT_EQ(&svdq::router::with_toolkit_fallback(hopper, 130, h200, {4096, 3072, 3072, 32, true}), &hopper);
+  // Pretend the toolkit predates the program: the router falls back to the portable choice for the shape.
+  const auto& fb = svdq::router::with_toolkit_fallback(hopper, hopper.min_nvrtc - 1, h200, {4096, 3072, 3072, 32, true});
+  EXPECT_EQ(fb.id, "sm80_gemm_bm128_s4_t1");
+  std::string why;
+  EXPECT_FALSE(reg::toolkit_supports(hopper, hopper.min_nvrtc - 1, &why));
+  EXPECT_NE(why.find("sm90_svdq_wgmma"), std::string::npos) << why;
+  EXPECT_NE(why.find("needs NVRTC"), std::string::npos) << why;
+}
+
+TEST(Registry, GatedBuildsRunOnTheirArchOnly) {
+  const auto& hopper = reg::build_by_id("sm90_wgmma_bm128_s4");
+  EXPECT_TRUE(reg::runs_on_cc(hopper, 90));
+  for (int cc : {80, 86, 89, 100, 103, 120}) EXPECT_FALSE(reg::runs_on_cc(hopper, cc)) << cc;
+  for (int cc : {80, 86, 89, 100, 120}) {
+    for (const auto* b : reg::usable_builds(cc)) EXPECT_NE(b->id, hopper.id) << cc;
   }
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "jit/nvrtc_compiler.hpp"
 #include "package/elf_census.hpp"
 #include "package/package.hpp"
 #include "registry/registry.hpp"
@@ -74,8 +75,9 @@ int census_package(const CensusArgs& a) {
       if (!want.count(t)) failures.push_back(mod.unit + ": the archive holds " + t + ", which the manifest does not list");
     for (const auto& s : mod.skipped) std::printf("    skipped %s: %s\n", s.arch.c_str(), s.reason.c_str());
   }
-  if (a.expect) {  // every routed module present for every listed arch
+  if (a.expect) {  // every routed module present for every listed arch its program supports
     const auto archs = package::parse_arch_list(m.arch_list);
+    const auto nvrtc_archs = jit::nvrtc_supported_archs();
     for (const auto& b : registry::all_builds()) {
       const std::string unit = registry::unit_name(b);
       const package::ModuleEntry* mod = pkg->find(unit);
@@ -83,7 +85,9 @@ int census_package(const CensusArgs& a) {
         failures.push_back("--expect: build " + b.id + " (module " + unit + ") is missing");
         continue;
       }
+      const auto native = package::program_native_arches(b.program, nvrtc_archs);
       for (const auto& arch : archs) {
+        if (!package::plan_build(registry::program_name(b.program), arch, native).build) continue;  // gated
         bool ok = false;
         for (const auto& t : mod->targets) ok |= t.arch == arch.str();
         if (!ok) failures.push_back("--expect: build " + b.id + " has no image for " + arch.str());

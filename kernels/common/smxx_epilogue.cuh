@@ -1,0 +1,34 @@
+// The fused epilogue every GEMM program shares: out = BF16(alpha * acc + bias), FP32 fma, one rounding.
+#pragma once
+#include "common/smxx_nvfp4_codec.cuh"
+#include "common/smxx_params.cuh"
+
+namespace svdq_k {
+
+SVDQ_DEV u32 pack_bf16x2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// out = BF16(alpha * acc + bias) for one m16n8 accumulator fragment (c0,c1: row row0; c2,c3: row row0+8;
+// columns col, col+1) — the layout of both mma.sync and wgmma accumulators.
+SVDQ_DEV void store_fragment(const MmParams& p, float alpha, i64 row0, i64 col, const float* c) {
+  if (col >= p.n) return;
+  float b0 = 0.0f, b1 = 0.0f;
+  if (p.bias) {
+    const u32 bb = *reinterpret_cast<const u32*>(p.bias + col);
+    b0 = bf16_to_float(bb & 0xFFFFu);
+    b1 = bf16_to_float(bb >> 16);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const i64 row = row0 + 8 * h;
+    if (row >= p.m) continue;
+    const float v0 = p.bias ? __fmaf_rn(alpha, c[2 * h], b0) : __fmul_rn(alpha, c[2 * h]);
+    const float v1 = p.bias ? __fmaf_rn(alpha, c[2 * h + 1], b1) : __fmul_rn(alpha, c[2 * h + 1]);
+    *reinterpret_cast<u32*>(p.out + row * p.n + col) = pack_bf16x2(v0, v1);
+  }
+}
+
+}  // namespace svdq_k
