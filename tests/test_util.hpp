@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -91,6 +93,13 @@ template <class Fn>
     return ::testing::AssertionFailure() << "threw a non-std exception";
   }
   return ::testing::AssertionFailure() << "did not throw";
+}
+
+// A fresh directory under the system temp dir (mkdtemp), for tests that write files.
+inline std::string make_temp_dir(const std::string& tag) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / ("svdq_" + tag + "_XXXXXX")).string();
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
+  return tmpl;
 }
 
 }  // namespace svdq_test

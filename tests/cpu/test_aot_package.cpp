@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include "../test_util.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "package/elf_census.hpp"
 #include "package/package.hpp"
@@ -18,17 +19,11 @@ namespace pk = svdq::package;
 
 namespace {
 
-std::string temp_dir(const std::string& tag) {
-  std::string tmpl = (fs::temp_directory_path() / ("svdq_" + tag + "_XXXXXX")).string();
-  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
-
 // One package for the whole suite: building costs a few seconds of NVRTC.
 class AotPackage : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = temp_dir("pkg") + "/p";
+    dir_ = svdq_test::make_temp_dir("pkg") + "/p";
     pk::AotOptions opt;
     opt.arch_list = "8.0 9.0a 10.0f 10.3a";
     opt.out_dir = dir_;
@@ -125,7 +120,7 @@ TEST_F(AotPackage, LoaderChoicePerDevice) {
 }
 
 TEST_F(AotPackage, DamagedPackagesAreRejected) {
-  const std::string copy = temp_dir("dmg");
+  const std::string copy = svdq_test::make_temp_dir("dmg");
   fs::copy(dir_, copy, fs::copy_options::recursive);
   // Truncated archive: the manifest's size no longer matches.
   fs::resize_file(fs::path(copy) / pk::kArchiveName, 100);
@@ -143,7 +138,7 @@ TEST_F(AotPackage, DamagedPackagesAreRejected) {
 }
 
 TEST(AotBuild, BadArchListsWriteNothing) {
-  const std::string dir = temp_dir("bad") + "/out";
+  const std::string dir = svdq_test::make_temp_dir("bad") + "/out";
   for (const char* list : {"9.0b", "8.0 8.0", "", "10.7a", "sm_90"}) {
     pk::AotOptions opt;
     opt.arch_list = list;

@@ -17,12 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string temp_dir(const std::string& tag) {
-  std::string tmpl = (fs::temp_directory_path() / ("svdq_" + tag + "_XXXXXX")).string();
-  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
-
 // Runs a shell command, returns (exit status, stdout+stderr).
 std::pair<int, std::string> run(const std::string& cmd) {
   std::string out;
@@ -58,7 +52,7 @@ const char* kShapes = "1x3072x3072:r32:b1,129x3072x12288:r128:b0,1000x4096x3072:
 
 TEST(GpuAot, PackageServesEveryModuleWithJitDisabled) {
   SVDQ_REQUIRE_GPU();
-  const std::string root = temp_dir("aot");
+  const std::string root = svdq_test::make_temp_dir("aot");
   const std::string pkg = build("8.0 " + device_arch(), root + "/pkg");
   const std::string env = "SVDQ_AOT_DIR=" + pkg + " SVDQ_DISABLE_JIT=1 SVDQ_CACHE_DIR=" + root + "/empty_cache ";
   auto [rc, out] = run(env + cli() + " verify --shapes " + kShapes);
@@ -74,7 +68,7 @@ TEST(GpuAot, PackageServesEveryModuleWithJitDisabled) {
 TEST(GpuAot, PackageWithoutThisDeviceFailsClosed) {
   SVDQ_REQUIRE_GPU();
   const int cc = svdq::jit::current_device().cc;
-  const std::string root = temp_dir("aot");
+  const std::string root = svdq_test::make_temp_dir("aot");
   // Two targets that do not run here (for an H200: sm_80 is 8.x only, sm_100a is 10.0 only).
   const std::string other = cc == 100 ? "9.0a" : "10.0a";
   const std::string plain = cc / 10 == 8 ? "9.0a" : "8.0";
