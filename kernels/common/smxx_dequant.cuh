@@ -12,14 +12,11 @@ namespace svdq_k {
 
 // FP16x2 holding s x 2^7 in both halves for an E4M3 scale code (NaN codes give FP16 NaN).
 SVDQ_DEV u32 scale_half2_x128(u32 code) {
-  u32 h;
-  if ((code & 0x7Fu) == 0x7Fu) {
-    h = 0x7E00u;
-  } else {
-    // (code & 0x7F) << 7 places exponent and mantissa in FP16's fields: the value is s x 2^-8 (subnormals too).
-    const u32 raw = ((code & 0x7Fu) << 7) | ((code & 0x80u) << 8);
-    h = hmul2_u32(raw | (raw << 16), 0x78007800u) & 0xFFFFu;  // x 2^15 (0x7800 = 32768)
-  }
+  // (code & 0x7F) << 7 places exponent and mantissa in FP16's fields: the value is s x 2^-8 (subnormals too);
+  // x 2^15 (0x7800 = 32768) makes it s x 2^7, exact.
+  const u32 raw = ((code & 0x7Fu) << 7) | ((code & 0x80u) << 8);
+  u32 h = hmul2_u32(raw, 0x7800u) & 0xFFFFu;
+  h = (code & 0x7Fu) == 0x7Fu ? 0x7E00u : h;  // E4M3 NaN -> FP16 NaN
   return h | (h << 16);
 }
 
@@ -29,10 +26,12 @@ SVDQ_DEV u32 scale_half2_x128(u32 code) {
 SVDQ_DEV void dequant8_f16(u32 q, u32 scale_h2, u32* out) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const u32 qs = q >> (4 * j);
-    // magnitude bits e1 e0 m -> FP16 bits 11:9 (value = e2m1 x 2^-14, 0.5 becoming a subnormal); sign -> bit 15.
-    const u32 v = ((qs << 9) & 0x0E000E00u) | ((qs << 12) & 0x80008000u);
-    out[j] = hmul2_u32(v, scale_h2);
+    // Magnitude bits e1 e0 m of nibbles j and j+4 -> FP16 bits 11:9 of each half (value = e2m1 x 2^-14, 0.5
+    // becoming a subnormal); their sign bits -> bit 15 of each half. One shift per field straight from q: the masks
+    // keep only the bits that came from nibbles j and j+4.
+    const u32 mag = (9 >= 4 * j ? q << (9 - 4 * j) : q >> (4 * j - 9)) & 0x0E000E00u;
+    const u32 sgn = (q << (12 - 4 * j)) & 0x80008000u;
+    out[j] = hmul2_u32(mag | sgn, scale_h2);
   }
 }
 

@@ -49,6 +49,9 @@ struct SliceRing {
   bool a_loader, b_loader, arow_ok, brow_ok;
   i64 arow, brow, sf_cols_padded;
   int num_main, total;
+  // Per-thread bases, so a main step's addresses are one add each: the slice's codes at K tile 0, and its row's
+  // scales at K tile 0 (in the swizzled layout the 4 scales of K tile t sit 512*t bytes further).
+  const u8 *a_codes, *b_codes, *a_scales, *b_scales;
   u32 qa[4], qb[4], sa[2], sb[2];  // the slice being moved: codes (or BF16 columns) and FP16x2 scales
 
   SVDQ_DEV SliceRing(const MmParams& params, u32 smem_base, i64 m0, i64 n0) : p(params), smem0(smem_base) {
@@ -62,6 +65,10 @@ struct SliceRing {
     arow_ok = arow < p.m;
     brow_ok = brow < p.n;
     sf_cols_padded = (p.k / 16 + 3) / 4 * 4;
+    a_codes = p.a + arow * (p.k / 2) + lh * 16;
+    b_codes = p.b + brow * (p.k / 2) + lh * 16;
+    a_scales = p.a_sf + sf_swizzled_offset(arow, 0, sf_cols_padded);
+    b_scales = p.b_sf + sf_swizzled_offset(brow, 0, sf_cols_padded);
     num_main = (int)((p.k + kBK - 1) / kBK);
     total = num_main + (int)(p.rank / 16);
 #pragma unroll
@@ -85,15 +92,13 @@ struct SliceRing {
       const bool k_ok = (i64)it * kBK + lh * 32 < p.k;
       if (a_loader) {
         const bool ok = arow_ok && k_ok;
-        cp_async_16(st + tid * 16, ok ? p.a + arow * (p.k / 2) + (i64)it * 32 + lh * 16 : p.a, ok ? 16 : 0);
-        cp_async_4(st + kRawA + kRawB + tid * 4,
-                   arow_ok ? p.a_sf + sf_swizzled_offset(arow, (i64)it * 4, sf_cols_padded) : p.a_sf, arow_ok ? 4 : 0);
+        cp_async_16(st + tid * 16, ok ? a_codes + it * 32 : p.a, ok ? 16 : 0);
+        cp_async_4(st + kRawA + kRawB + tid * 4, arow_ok ? a_scales + it * 512 : p.a_sf, arow_ok ? 4 : 0);
       }
       if (b_loader) {
         const bool ok = brow_ok && k_ok;
-        cp_async_16(st + kRawA + tid * 16, ok ? p.b + brow * (p.k / 2) + (i64)it * 32 + lh * 16 : p.b, ok ? 16 : 0);
-        cp_async_4(st + kRawA + kRawB + kRawSf + tid * 4,
-                   brow_ok ? p.b_sf + sf_swizzled_offset(brow, (i64)it * 4, sf_cols_padded) : p.b_sf, brow_ok ? 4 : 0);
+        cp_async_16(st + kRawA + tid * 16, ok ? b_codes + it * 32 : p.b, ok ? 16 : 0);
+        cp_async_4(st + kRawA + kRawB + kRawSf + tid * 4, brow_ok ? b_scales + it * 512 : p.b_sf, brow_ok ? 4 : 0);
       }
     } else {
       const i64 col = (i64)(it - num_main) * 16 + lh * 8;
