@@ -13,10 +13,10 @@ bool get_bool(const char* name, bool fallback) {
   if (!raw) return fallback;
   std::string v(raw);
   std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
-  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  if (v == "1" || v == "true" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "no") return false;
   throw Error(ErrorCode::InvalidArgument, std::string("environment variable ") + name + "='" + raw +
-                                              "': must be one of 1/0/true/false/yes/no/on/off");
+                                              "': must be one of 1/0/true/false/yes/no");
 }
 
 std::optional<std::string> get_string(const char* name) {

@@ -5,7 +5,7 @@
 
 namespace svdq::env {
 
-// Booleans accept 1/0/true/false/yes/no/on/off (any case); unset -> fallback; anything else throws svdq::Error.
+// Booleans accept 1/0/true/false/yes/no (any case); unset -> fallback; anything else throws svdq::Error.
 bool get_bool(const char* name, bool fallback);
 // Unset or empty -> nullopt.
 std::optional<std::string> get_string(const char* name);

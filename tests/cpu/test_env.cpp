@@ -1,0 +1,48 @@
+// SVDQ_* booleans are parsed strictly: 1/0/true/false/yes/no in any case; anything else is an error naming the
+// variable (SVDQ_DISABLE_JIT=maybe must not silently mean "JIT on").
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "common/env.hpp"
+#include "svdq/error.hpp"
+
+namespace {
+
+struct EnvVar {
+  const char* name;
+  EnvVar(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~EnvVar() { unsetenv(name); }
+};
+
+TEST(Env, BooleansAcceptTheSixSpellingsInAnyCase) {
+  const char* var = "SVDQ_TEST_BOOL";
+  for (const char* t : {"1", "true", "TRUE", "Yes", "yes"}) {
+    EnvVar e(var, t);
+    EXPECT_TRUE(svdq::env::get_bool(var, false)) << t;
+  }
+  for (const char* f : {"0", "false", "False", "NO", "no"}) {
+    EnvVar e(var, f);
+    EXPECT_FALSE(svdq::env::get_bool(var, true)) << f;
+  }
+  unsetenv(var);
+  EXPECT_TRUE(svdq::env::get_bool(var, true));
+  EXPECT_FALSE(svdq::env::get_bool(var, false));
+}
+
+TEST(Env, AnythingElseIsAnErrorNamingTheVariable) {
+  const char* var = "SVDQ_DISABLE_JIT";
+  for (const char* bad : {"", "maybe", "2", "on", "off", "tru", " 1", "yes please"}) {
+    EnvVar e(var, bad);
+    try {
+      svdq::env::get_bool(var, false);
+      FAIL() << "accepted '" << bad << "'";
+    } catch (const svdq::Error& err) {
+      EXPECT_EQ(err.code(), svdq::ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(err.what()).find("SVDQ_DISABLE_JIT"), std::string::npos) << err.what();
+    }
+  }
+}
+
+}  // namespace
