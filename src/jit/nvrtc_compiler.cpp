@@ -65,16 +65,20 @@ CompileOutput compile_unit(const std::string& unit_name, const std::string& sour
   return out;
 }
 
-std::string nvrtc_version() {
-  int major = 0, minor = 0;
-  check(nvrtcVersion(&major, &minor), "nvrtcVersion");
-  return std::to_string(major) + "." + std::to_string(minor);
-}
 
 int nvrtc_version_number() {
-  int major = 0, minor = 0;
-  check(nvrtcVersion(&major, &minor), "nvrtcVersion");
-  return major * 10 + minor;
+  // Asked on every routed launch (toolkit gating): the loaded NVRTC cannot change within a process, so ask it once.
+  static const int version = [] {
+    int major = 0, minor = 0;
+    check(nvrtcVersion(&major, &minor), "nvrtcVersion");
+    return major * 10 + minor;
+  }();
+  return version;
+}
+
+std::string nvrtc_version() {
+  const int v = nvrtc_version_number();
+  return std::to_string(v / 10) + "." + std::to_string(v % 10);
 }
 
 std::vector<int> nvrtc_supported_archs() {
