@@ -17,6 +17,20 @@ struct MmParams {
   i64 m, n, k, rank;
 };
 
+// A TMA tensor map (CUtensorMap) as the kernel sees it: 128 opaque bytes, 64-byte aligned, passed in a
+// __grid_constant__ parameter so its address is a parameter-space address the TMA unit can read.
+struct alignas(64) TmaDesc {
+  u64 bits[16];
+};
+
+// The warp-specialized sm_90a program: the operands as tensor maps plus the plain pointers for the rest.
+struct Sm90WsParams {
+  TmaDesc tma_a;   // packed A codes [M, K/2] bytes, box 32 x 128, 32-byte swizzle
+  TmaDesc tma_b;   // packed B codes [N, K/2] bytes, box 32 x BN, 32-byte swizzle
+  TmaDesc tma_l1;  // l1 [N, r] BF16, box 64 x BN, 128-byte swizzle
+  MmParams mm;
+};
+
 struct QuantizeParams {
   const u16* x;           // bf16 [M, K]
   const u16* pqs;         // bf16 [K] or null (plain quantize)

@@ -4,6 +4,7 @@
 #include "api/validate.hpp"
 #include "common/checked.hpp"
 #include "common/smxx_params.cuh"
+#include "jit/driver.hpp"
 #include "jit/kernel_cache.hpp"
 #include "router/router.hpp"
 #include "svdq/svdq.hpp"
@@ -53,6 +54,19 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   p.rank = dm.rank;
   const unsigned gx = static_cast<unsigned>((dm.n + build.bn - 1) / build.bn);
   const unsigned gy = static_cast<unsigned>((dm.m + build.bm - 1) / build.bm);
+  if (build.program == registry::Program::Sm90Ws) {
+    // Tensor maps for the TMA loads (see Sm90WsParams); validation already guarantees 16-byte aligned bases and
+    // row strides (K % 32 == 0, r % 16 == 0).
+    svdq_k::Sm90WsParams wp{};
+    wp.mm = p;
+    const uint64_t kb = static_cast<uint64_t>(dm.k / 2);
+    jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, 128, 32);
+    jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, static_cast<uint32_t>(build.bn), 32);
+    jit::encode_tma_2d(&wp.tma_l1, l1, 2, static_cast<uint64_t>(dm.rank), static_cast<uint64_t>(dm.n),
+                       static_cast<uint64_t>(dm.rank) * 2, 64, static_cast<uint32_t>(build.bn), 128);
+    launch(build, dev, gx, gy, stream, &wp);
+    return;
+  }
   launch(build, dev, gx, gy, stream, &p);
 }
 

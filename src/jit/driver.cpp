@@ -17,6 +17,7 @@ struct DriverApi {
   decltype(&cuLaunchKernel) launch_kernel = nullptr;
   decltype(&cuGetErrorString) get_error_string = nullptr;
   decltype(&cuDeviceGet) device_get = nullptr;
+  decltype(&cuTensorMapEncodeTiled) tensor_map_encode_tiled = nullptr;
 };
 
 template <typename F>
@@ -42,6 +43,7 @@ const DriverApi& api() {
       resolve("cuLaunchKernel", d.launch_kernel);
       resolve("cuGetErrorString", d.get_error_string);
       resolve("cuDeviceGet", d.device_get);
+      resolve("cuTensorMapEncodeTiled", d.tensor_map_encode_tiled);
     } catch (const Error& e) {
       failure = e.what();
     }
@@ -76,6 +78,24 @@ LoadedKernel load_kernel(const std::vector<char>& image, const std::string& kern
           "raising the shared-memory limit of " + kernel_name + " to " + std::to_string(smem_bytes) + " bytes");
   }
   return k;
+}
+
+void encode_tma_2d(void* map128, const void* base, int elem_bytes, uint64_t cols, uint64_t rows, uint64_t row_stride_bytes,
+                   uint32_t box_cols, uint32_t box_rows, int swizzle_bytes) {
+  static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
+  const CUtensorMapDataType dt = elem_bytes == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMapSwizzle sw = swizzle_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                : swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                      : CU_TENSOR_MAP_SWIZZLE_NONE;
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {row_stride_bytes};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t estrides[2] = {1, 1};
+  check(api().tensor_map_encode_tiled(static_cast<CUtensorMap*>(map128), dt, 2, const_cast<void*>(base), dims, strides,
+                                      box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+                                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        "encoding a TMA tensor map (" + std::to_string(rows) + " x " + std::to_string(cols) + " elements of " +
+            std::to_string(elem_bytes) + " bytes, box " + std::to_string(box_rows) + " x " + std::to_string(box_cols) + ")");
 }
 
 void launch(const LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, CUstream stream,

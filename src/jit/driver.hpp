@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda.h>
 
+#include <cstdint>
+
 #include <string>
 #include <vector>
 
@@ -19,6 +21,11 @@ struct LoadedKernel {
 // `device`. Throws svdq::Error(Cuda) naming the unit on failure.
 LoadedKernel load_kernel(const std::vector<char>& image, const std::string& kernel_name, const std::string& unit,
                          const std::string& target, int device, int smem_bytes);
+
+// Encodes a 2-D TMA tensor map over a row-major [rows, cols] array of `elem_bytes`-byte elements (1: bytes, 2:
+// BF16) with the given box and swizzle (0, 32 or 128 bytes); out-of-bounds box elements read as zero.
+void encode_tma_2d(void* map128, const void* base, int elem_bytes, uint64_t cols, uint64_t rows, uint64_t row_stride_bytes,
+                   uint32_t box_cols, uint32_t box_rows, int swizzle_bytes);
 
 // Launches with the given kernel parameter pointers (one per kernel parameter).
 void launch(const LoadedKernel& k, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,

@@ -138,7 +138,7 @@ Manifest Manifest::parse(const std::string& text, const std::string& origin) {
 
 std::vector<Arch> program_native_arches(registry::Program program, const std::vector<int>& nvrtc_archs) {
   std::vector<Arch> out;
-  if (program == registry::Program::Sm90Wgmma) {  // wgmma exists only as sm_90a code
+  if (registry::is_sm90a_program(program)) {  // wgmma exists only as sm_90a code
     if (std::find(nvrtc_archs.begin(), nvrtc_archs.end(), 90) != nvrtc_archs.end()) out.push_back({9, 0, 'a'});
     return out;
   }

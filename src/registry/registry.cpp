@@ -17,6 +17,7 @@ const char* program_name(Program p) {
     case Program::Quantize: return "smxx_quantize";
     case Program::LoraDown: return "smxx_lora_down";
     case Program::Sm90Wgmma: return "sm90_svdq_wgmma";
+    case Program::Sm90Ws: return "sm90_svdq_ws";
   }
   return "unknown";
 }
@@ -54,6 +55,24 @@ Build sm90(const std::string& id, int stages) {
   return b;
 }
 
+// Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
+Build sm90_ws(const std::string& id, int bn, int stages, int bstages) {
+  Build b;
+  b.id = id;
+  b.program = Program::Sm90Ws;
+  b.min_cc = 90;
+  b.max_cc = 90;
+  b.bm = 128;
+  b.bn = bn;
+  b.stages = stages;
+  b.tile_bufs = bstages;
+  b.threads = 384;
+  const int64_t stage = 128 * 32 + int64_t(bn) * 32 + 512 + bn / 128 * 512;
+  b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + (2 * stages + 2 * bstages) * 8 + 1024;
+  b.kernel_name = "svdq_" + id;
+  return b;
+}
+
 Build simple(const std::string& id, Program p, int threads) {
   Build b;
   b.id = id;
@@ -74,6 +93,9 @@ std::vector<Build> make_builds() {
       simple("smxx_quantize", Program::Quantize, 128),
       simple("smxx_lora_down", Program::LoraDown, 256),
       sm90("sm90_wgmma_bm128_s4", 4),
+      sm90_ws("sm90_ws_bn256_s6_b2", 256, 6, 2),
+      sm90_ws("sm90_ws_bn256_s6_b3", 256, 6, 3),
+      sm90_ws("sm90_ws_bn128_s8_b3", 128, 8, 3),
   };
 }
 
@@ -116,6 +138,11 @@ std::string Build::description() const {
       os << "sm_90a wgmma GEMM, tile " << bm << "x" << bn << "x64, 2 warpgroups, " << stages
          << "-stage cp.async ring, dequantization overlapped with async wgmma, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
+    case Program::Sm90Ws:
+      os << "sm_90a warp-specialized wgmma GEMM, tile " << bm << "x" << bn << "x64, TMA + mbarrier ring of " << stages
+         << " packed slots, " << tile_bufs << " FP16 B tiles, dequant warpgroup + 2 RS-wgmma consumer warpgroups, "
+         << smem_bytes / 1024 << " KiB smem, sm_90a only";
+      break;
   }
   return os.str();
 }
@@ -152,7 +179,11 @@ bool toolkit_supports(const Build& b, int nvrtc, std::string* why) {
   return false;
 }
 
-bool is_gemm(const Build& b) { return b.program == Program::PortableGemm || b.program == Program::Sm90Wgmma; }
+bool is_gemm(const Build& b) {
+  return b.program == Program::PortableGemm || b.program == Program::Sm90Wgmma || b.program == Program::Sm90Ws;
+}
+
+bool is_sm90a_program(Program p) { return p == Program::Sm90Wgmma || p == Program::Sm90Ws; }
 
 std::vector<const Build*> usable_builds(int cc) {
   std::vector<const Build*> out;
@@ -184,6 +215,12 @@ std::string render(const Build& b) {
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 2) " << b.kernel_name
          << "(const svdq_k::MmParams p) {\n"
          << "  svdq_k::sm90_svdq_wgmma<" << b.stages << ">(p);\n}\n";
+      break;
+    case Program::Sm90Ws:
+      os << "#include \"sm90/sm90_svdq_ws.cuh\"\n"
+         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
+         << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
+         << "  svdq_k::sm90_svdq_ws<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ">(p);\n}\n";
       break;
     case Program::LoraDown:
       os << "#include \"quantize/smxx_lora_down.cuh\"\n"

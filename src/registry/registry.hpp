@@ -8,7 +8,7 @@
 
 namespace svdq::registry {
 
-enum class Program : int { PortableGemm = 0, Quantize = 1, LoraDown = 2, Sm90Wgmma = 3 };
+enum class Program : int { PortableGemm = 0, Quantize = 1, LoraDown = 2, Sm90Wgmma = 3, Sm90Ws = 4 };
 const char* program_name(Program p);
 
 struct Build {
@@ -18,6 +18,7 @@ struct Build {
   int max_cc = 0;       // highest, for arch-specific programs (0: no upper bound)
   int min_nvrtc = 120;  // oldest NVRTC (major*10 + minor) that compiles it
   // Parameters (meaning depends on the program).
+  // Sm90Ws: stages = packed FP4 slots, tile_bufs = FP16/BF16 B tiles.
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block
@@ -35,6 +36,8 @@ bool runs_on_cc(const Build& b, int cc);  // min_cc <= cc <= max_cc
 bool toolkit_supports(const Build& b, int nvrtc, std::string* why = nullptr);
 // Kernels whose output is a GEMM (the router's candidates).
 bool is_gemm(const Build& b);
+// Programs that exist only as sm_90a code (wgmma, setmaxnreg): their builds run on exactly CC 9.0.
+bool is_sm90a_program(Program p);
 
 std::string family(const Build& b);       // "sm80_svdq_gemm", "smxx_quantize", "smxx_lora_down"
 std::string render(const Build& b);       // the source unit (deterministic bytes)

@@ -10,8 +10,8 @@
 namespace svdq::router {
 
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& s) {
-  // Hopper: the wgmma program (sm_90a code runs on exactly 9.0).
-  const registry::Build& hopper = registry::build_by_id("sm90_wgmma_bm128_s4");
+  // Hopper: the warp-specialized wgmma program (sm_90a code runs on exactly 9.0).
+  const registry::Build& hopper = registry::build_by_id("sm90_ws_bn256_s6_b2");
   if (registry::runs_on_cc(hopper, cc) && hopper.smem_bytes <= smem_optin) return hopper;
   // Portable, measured on an H200 (bench/results/2026-11-29_h200_portable.md): with at least one wave of 128-row
   // tiles the single-buffer 128x128 build (two CTAs per SM) is fastest; below that, 64-row tiles with the

@@ -39,12 +39,23 @@ INSTANTIATE_TEST_SUITE_P(Targets, CompileEveryBuild, ::testing::Values("sm_80", 
                          [](const auto& info) { return info.param; });
 
 TEST(CompileEveryBuild, GatedBuildsCompileForTheirArch) {
-  // The wgmma program must compile for sm_90a and be refused for other targets (wgmma is sm_90a-only PTX).
-  const auto& b = svdq::registry::build_by_id("sm90_wgmma_bm128_s4");
-  const auto out = svdq::jit::compile_unit(svdq::registry::unit_name(b), svdq::registry::render(b), "sm_90a", {"-Xptxas=-v"});
-  EXPECT_NE(out.log.find(" 0 bytes spill stores, 0 bytes spill loads"), std::string::npos) << out.log;
-  EXPECT_EQ(out.log.find("C7515"), std::string::npos) << "wgmma serialized:\n" << out.log;
-  EXPECT_THROW(svdq::jit::compile_unit("gated", svdq::registry::render(b), "sm_80"), svdq::Error);
+  // The sm_90a programs must compile for sm_90a without spills or serialized wgmma (ptxas C7515/C7510) and be
+  // refused for other targets (wgmma and setmaxnreg are sm_90a-only PTX).
+  int gated = 0;
+  for (const auto& b : svdq::registry::all_builds()) {
+    if (!svdq::registry::is_sm90a_program(b.program)) continue;
+    SCOPED_TRACE(b.id);
+    ++gated;
+    EXPECT_EQ(b.min_cc, 90);
+    EXPECT_EQ(b.max_cc, 90);
+    const auto out =
+        svdq::jit::compile_unit(svdq::registry::unit_name(b), svdq::registry::render(b), "sm_90a", {"-Xptxas=-v"});
+    EXPECT_NE(out.log.find(" 0 bytes spill stores, 0 bytes spill loads"), std::string::npos) << out.log;
+    EXPECT_EQ(out.log.find("C7515"), std::string::npos) << "wgmma serialized:\n" << out.log;
+    EXPECT_EQ(out.log.find("C7510"), std::string::npos) << "wgmma serialized:\n" << out.log;
+    EXPECT_THROW(svdq::jit::compile_unit("gated", svdq::registry::render(b), "sm_80"), svdq::Error);
+  }
+  EXPECT_GE(gated, 4);
 }
 
 TEST(Nvrtc, ReportsVersionAndArchs) {

@@ -68,9 +68,9 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // H200: 132 SMs, 228 KiB per SM, 227 KiB per block.
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm90_wgmma_bm128_s4");
+            "sm90_ws_bn256_s6_b2");
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
-            "sm90_wgmma_bm128_s4");
+            "sm90_ws_bn256_s6_b2");
   // The same SM count and memory without sm_90a (e.g. routing for the portable fallback) picks portable builds.
   EXPECT_EQ(svdq::router::heuristic_gemm(80, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
             "sm80_gemm_bm128_s4_t1");
