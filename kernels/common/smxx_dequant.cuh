@@ -20,6 +20,35 @@ SVDQ_DEV u32 scale_half2_x128(u32 code) {
   return h | (h << 16);
 }
 
+// f16x2 compare: 1.0 in each half where a >= b, else 0.0.
+SVDQ_DEV u32 hset2_ge(u32 a, u32 b) {
+  u32 d;
+  asm("set.ge.f16x2.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// Two E4M3 scale codes at once (bits 0-7 and 16-23 of `codes2`, the rest zero) -> FP16x2 (s_lo x 2^7, s_hi x 2^7),
+// the same values as scale_half2_x128; NaN codes give NaN.
+SVDQ_DEV u32 scale2_half2_x128(u32 codes2) {
+  const u32 raw = ((codes2 << 7) & 0x3F803F80u) | ((codes2 << 8) & 0x80008000u);
+  const u32 h = hmul2_u32(raw, 0x78007800u);
+  // |h| reaches 61440 (0x7B80, 1.875 x 2^15) only for the NaN codes 0x7F/0xFF (the largest finite scale, 448, gives
+  // 57344): OR-ing FP16 1.0 (0x3C00) into 0x7B80 makes 0x7F80, an FP16 NaN.
+  return h | hset2_ge(h & 0x7FFF7FFFu, 0x7B807B80u);
+}
+// Broadcasts the low / high half of an FP16x2 to both halves.
+SVDQ_DEV u32 half2_lo_lo(u32 h) { return __byte_perm(h, 0u, 0x1010u); }
+SVDQ_DEV u32 half2_hi_hi(u32 h) { return __byte_perm(h, 0u, 0x3232u); }
+// The 4 scale codes of a word (byte g = K group g) as 4 FP16x2 broadcasts s_g x 2^7.
+SVDQ_DEV void scale4_half2_x128(u32 codes4, u32* out) {
+  const u32 s01 = scale2_half2_x128(__byte_perm(codes4, 0u, 0x4140u));  // bytes (c0, 0, c1, 0)
+  const u32 s23 = scale2_half2_x128(__byte_perm(codes4, 0u, 0x4342u));  // bytes (c2, 0, c3, 0)
+  out[0] = half2_lo_lo(s01);
+  out[1] = half2_hi_hi(s01);
+  out[2] = half2_lo_lo(s23);
+  out[3] = half2_hi_hi(s23);
+}
+
 // 8 E2M1 codes (element i in bits 4i..4i+3) -> 4 FP16x2 words of e2m1 x s x 2^-7. Word j holds elements (j, j+4),
 // so within each group of 8 the K order is (0,4,1,5,2,6,3,7); both operands use it, and each k8 half of an mma
 // therefore sums the same products as in natural order.

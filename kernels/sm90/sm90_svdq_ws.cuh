@@ -1,14 +1,15 @@
-// sm_90a warp-specialized NVFP4 SVDQuant GEMM over a 128 x BN output tile, 384 threads in three warpgroups:
+// sm_90a warp-specialized NVFP4 SVDQuant GEMM over a 128 x BN output tile, 384 threads: one "dequant" warpgroup,
+// then two "consumer" warpgroups (setmaxnreg moves registers from the first to the second kind):
 //
-//   warpgroup 0 (80 registers)  "dequant": thread 0 also issues the loads. Packed FP4 tiles of A and B come in by TMA
-//                               (32-byte swizzle) and their 512-byte scale blocks by 1-D bulk copies, into a
-//                               STAGES-deep ring of mbarrier-guarded slots. The warpgroup dequantizes B into an FP16
-//                               tile in the 128-byte-swizzled K-major layout (BSTAGES-deep ring) that wgmma reads
-//                               from shared memory. For the rank steps it TMA-loads l1 (BF16) into the same ring.
-//   warpgroups 1, 2 (208 regs)  "consumers", 64 rows each: dequantize their A rows straight into wgmma A-fragment
-//                               registers (RS form, no shared-memory round trip) and issue wgmma.m64nBNk16, FP32
-//                               accumulators; the rank steps load d fragments from global memory into the same
-//                               registers and run BF16 wgmma into the same accumulators; then the fused epilogue.
+//   dequant (BN/128 B rows per thread; thread 0 also issues the loads): packed FP4 tiles of A and B come in by TMA
+//       (32-byte swizzle) and their 512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of
+//       mbarrier-guarded slots. These warps dequantize B into an FP16 tile in the 128-byte-swizzled K-major layout
+//       (BSTAGES-deep ring) that wgmma reads from shared memory, and convert A's scales to FP16x2 next to it. For the
+//       rank steps thread 0 TMA-loads l1 (BF16) into the same ring.
+//   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
+//       shared-memory round trip) and issue wgmma.m64nBNk16 with FP32 accumulators; the rank steps load d fragments
+//       from global memory into the same registers and run BF16 wgmma into the same accumulators; then the fused
+//       epilogue.
 //
 // K order and per-k16 product sets are those of the other programs (main K tiles of 64 in order, k16 steps in order,
 // inside each group of 8 the order (0,4,1,5,2,6,3,7); then the rank in k16 steps), so the results are bitwise theirs.
@@ -27,18 +28,26 @@ namespace svdq_k {
 template <int BN, int STAGES, int BSTAGES>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
-  static constexpr int kThreads = 384;
+  // One dequant warpgroup (BN/128 B rows per thread) and two consumer warpgroups. (More dequant warps would lower the
+  // launch's register cap below what a 64x256 FP32 accumulator tile needs: ptxas caps every region at 65536/threads.)
+  static constexpr int kRows = BN / 128;
+  static constexpr int kDqThreads = 128;
+  static constexpr int kThreads = kDqThreads + 256;
   static constexpr int kBTile = BN * 128;                                       // FP16/BF16 B tile: BN rows x 64 K
   static constexpr int kPackA = kBM * 32, kPackB = BN * 32;                     // packed codes per K tile of 64
   static constexpr int kSfA = 512, kSfB = BN / 128 * 512;                       // swizzled scale blocks
   static constexpr int kStage = kPackA + kPackB + kSfA + kSfB;
+  static constexpr int kAScale = kBM * 16;  // A's scales as 4 FP16x2 broadcasts per row, one array per B tile
   static constexpr int kOffPacked = BSTAGES * kBTile;
-  static constexpr int kOffBars = kOffPacked + STAGES * kStage;
+  static constexpr int kOffAScale = kOffPacked + STAGES * kStage;
+  static constexpr int kOffBars = kOffAScale + BSTAGES * kAScale;
   static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * BSTAGES) * 8 + 1024;  // + slack for 1024-byte alignment
-  // Loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most BSTAGES, so with
+  // Loads run this many K tiles ahead of the dequant warpgroups; the consumers trail them by at most BSTAGES, so with
   // this distance the slot being refilled has always been released already.
   static constexpr int kLookahead = STAGES - BSTAGES;
-  static constexpr int kDequantRegs = 80, kConsumerRegs = 208;  // 128*80 + 256*208 <= 384*168
+  // Registers after setmaxnreg (the launch gives every thread 168).
+  static constexpr int kDequantRegs = 80, kConsumerRegs = 208;
+  static_assert(kDqThreads * kDequantRegs + 256 * kConsumerRegs <= 65536, "sm90 ws: register budget");
   static_assert(BN == 128 || BN == 256, "sm90 ws: BN must be 128 or 256");
   static_assert(kStage % 256 == 0, "sm90 ws: 32-byte-swizzled TMA boxes need 256-byte aligned slots");
   static_assert(kLookahead >= 1 && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2");
@@ -69,11 +78,11 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
   const u32 base = (smem_addr(smem) + 1023u) & ~1023u;
-  const u32 btiles = base, packed = base + C::kOffPacked, bars = base + C::kOffBars;
-  // mbarriers: full_p/empty_p guard the packed slots, full_b/empty_b the FP16/BF16 B tiles.
+  const u32 btiles = base, packed = base + C::kOffPacked, ascales = base + C::kOffAScale, bars = base + C::kOffBars;
+  // mbarriers: full_p/empty_p guard the packed slots, full_b/empty_b the FP16/BF16 B tiles (and A's scales).
   const u32 full_p = bars, empty_p = bars + 8 * STAGES, full_b = bars + 16 * STAGES, empty_b = full_b + 8 * BSTAGES;
 
-  const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
+  const int tid = threadIdx.x, lane = tid & 31;
   const i64 n0 = (i64)blockIdx.x * BN, m0 = (i64)blockIdx.y * 128;
   const int num_main = (int)((p.k + 63) / 64), num_rank = (int)((p.rank + 63) / 64);
   // Scale-code mask of the last K tile: a K tail of 32 leaves groups 2 and 3 outside K (their padding is not read).
@@ -82,18 +91,18 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_p + 8 * s, 1);
-      mbar_init(empty_p + 8 * s, 4 + 8);  // one arrival per warp that reads the slot: 4 dequant + 8 consumer warps
+      mbar_init(empty_p + 8 * s, C::kDqThreads / 32 + 8);  // one arrival per warp that reads the slot
     }
     for (int s = 0; s < BSTAGES; ++s) {
-      mbar_init(full_b + 8 * s, 128);  // every dequant thread
-      mbar_init(empty_b + 8 * s, 8);   // every consumer warp
+      mbar_init(full_b + 8 * s, C::kDqThreads);  // every dequant thread
+      mbar_init(empty_b + 8 * s, 8);             // every consumer warp
     }
     mbar_init_fence();
   }
   __syncthreads();
   pdl_wait_prior_grid();  // inputs may come from the preceding kernel (programmatic dependent launch)
 
-  if (wg == 0) {
+  if (tid < C::kDqThreads) {
     setmaxnreg_dec<C::kDequantRegs>();
     const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
     // Issues the loads of main K tile `it` into its packed slot (thread 0 only).
@@ -117,30 +126,29 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       tma_prefetch_desc(&P.tma_l1);
       for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it);
     }
-    constexpr int kRows = BN / 128;
+    // Thread d dequantizes B rows d (and d + 128) and converts the 4 scales of A row d.
     for (int it = 0; it < num_main; ++it) {
       if (tid == 0 && it + C::kLookahead < num_main) issue(it + C::kLookahead);
       const int s = it % STAGES;
       const u32 slot = packed + s * C::kStage;
       mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
-      u32 q[kRows][8], sw[kRows];
+      u32 q[C::kRows][8], swb[C::kRows];
+      const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
+      for (int r = 0; r < C::kRows; ++r) {
         load_packed_row(slot + C::kPackA, tid + 128 * r, q[r]);
-        sw[r] = load_scale_word(slot + C::kPackA + C::kPackB + C::kSfA + 512 * r, tid);
+        swb[r] = load_scale_word(slot + C::kPackA + C::kPackB + C::kSfA + 512 * r, tid) & mask;
       }
+      const u32 swa = load_scale_word(slot + C::kPackA + C::kPackB, tid) & mask;
       __syncwarp();
       if (lane == 0) mbar_arrive(empty_p + 8 * s);
-      const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
       const int bs = it % BSTAGES;
       const u32 tile = btiles + bs * C::kBTile;
       mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const u32 codes = sw[r] & mask;
+      for (int r = 0; r < C::kRows; ++r) {
         u32 sh[4];
-#pragma unroll
-        for (int g = 0; g < 4; ++g) sh[g] = scale_half2_x128((codes >> (8 * g)) & 0xFFu);
+        scale4_half2_x128(swb[r], sh);
 #pragma unroll
         for (int w = 0; w < 8; ++w) {
           u32 o[4];
@@ -148,6 +156,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           st_shared_16(tile_chunk(tile, tid + 128 * r, w), o[0], o[1], o[2], o[3]);
         }
       }
+      u32 sa[4];
+      scale4_half2_x128(swa, sa);
+      st_shared_16(ascales + bs * C::kAScale + tid * 16, sa[0], sa[1], sa[2], sa[3]);
       fence_proxy_async_shared();
       mbar_arrive(full_b + 8 * bs);
     }
@@ -167,8 +178,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 
   // ---- consumers ----
   setmaxnreg_inc<C::kConsumerRegs>();
-  const int warp_in_wg = (tid >> 5) & 3, g = lane >> 2, c = lane & 3;
-  const int ra = (wg - 1) * 64 + warp_in_wg * 16 + g, rb = ra + 8;  // this thread's two rows in the tile
+  const int ctid = tid - C::kDqThreads, warp_in_wg = (ctid >> 5) & 3, g = lane >> 2, c = lane & 3;
+  const int ra = (ctid >> 7) * 64 + warp_in_wg * 16 + g, rb = ra + 8;  // this thread's two rows in the tile
   float acc[kAcc];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
@@ -181,22 +192,26 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     u32 qa[8], qb[8];
     load_packed_row(slot, ra, qa);
     load_packed_row(slot, rb, qb);
-    const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
-    const u32 swa = load_scale_word(slot + C::kPackA + C::kPackB, ra) & mask;
-    const u32 swb = load_scale_word(slot + C::kPackA + C::kPackB, rb) & mask;
     __syncwarp();
     if (lane == 0) mbar_arrive(empty_p + 8 * s);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const u32 sa = scale_half2_x128((swa >> (8 * kk)) & 0xFFu), sb = scale_half2_x128((swb >> (8 * kk)) & 0xFFu);
-      af[4 * kk + 0] = dequant_pair_f16(qa[2 * kk] >> (4 * c), sa);
-      af[4 * kk + 1] = dequant_pair_f16(qb[2 * kk] >> (4 * c), sb);
-      af[4 * kk + 2] = dequant_pair_f16(qa[2 * kk + 1] >> (4 * c), sa);
-      af[4 * kk + 3] = dequant_pair_f16(qb[2 * kk + 1] >> (4 * c), sb);
+    for (int w = 0; w < 8; ++w) {  // this lane's pair of every word: (k_c, k_c+4)
+      qa[w] >>= 4 * c;
+      qb[w] >>= 4 * c;
     }
     const int bs = it % BSTAGES;
     const u32 tile = btiles + bs * C::kBTile;
     mbar_wait(full_b + 8 * bs, (it / BSTAGES) & 1);
+    u32 sa[4], sb[4];  // scales of K groups 0..3 for rows ra, rb (converted by the dequant warpgroups)
+    ld_shared_16(ascales + bs * C::kAScale + ra * 16, sa[0], sa[1], sa[2], sa[3]);
+    ld_shared_16(ascales + bs * C::kAScale + rb * 16, sb[0], sb[1], sb[2], sb[3]);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      af[4 * kk + 0] = dequant_pair_f16(qa[2 * kk], sa[kk]);
+      af[4 * kk + 1] = dequant_pair_f16(qb[2 * kk], sb[kk]);
+      af[4 * kk + 2] = dequant_pair_f16(qa[2 * kk + 1], sa[kk]);
+      af[4 * kk + 3] = dequant_pair_f16(qb[2 * kk + 1], sb[kk]);
+    }
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {

@@ -66,9 +66,9 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages) {
   b.bn = bn;
   b.stages = stages;
   b.tile_bufs = bstages;
-  b.threads = 384;
+  b.threads = 384;  // 1 dequant warpgroup + 2 consumer warpgroups
   const int64_t stage = 128 * 32 + int64_t(bn) * 32 + 512 + bn / 128 * 512;
-  b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + (2 * stages + 2 * bstages) * 8 + 1024;
+  b.smem_bytes = int64_t(bstages) * (bn * 128 + 128 * 16) + stages * stage + (2 * stages + 2 * bstages) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
 }
