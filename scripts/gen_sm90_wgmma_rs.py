@@ -22,7 +22,7 @@ w('#include "common/smxx_hd.cuh"')
 w("")
 w("namespace svdq_k {")
 w("")
-for n in (128, 256):
+for n in (128, 192, 256):
     nacc = n // 2
     for ty in ("f16", "bf16"):
         a0 = nacc
@@ -35,7 +35,7 @@ for n in (128, 256):
         w(f"      : {acc_constraints(nacc)}")
         w(f'      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));')
         w("}")
-    for pending in (0, 1):
+    for pending in range(8):
         w(f"// Waits until at most {pending} committed wgmma group(s) of this warpgroup are pending; the {nacc} accumulators are")
         w("// operands so the compiler keeps every access to them on the right side of the wait.")
         w(f"SVDQ_DEV void wgmma_wait{pending}_acc{nacc}(float* d) {{")

@@ -1,15 +1,16 @@
 // sm_90a warp-specialized NVFP4 SVDQuant GEMM over a 128 x BN output tile, 384 threads: one "dequant" warpgroup,
 // then two "consumer" warpgroups (setmaxnreg moves registers from the first to the second kind):
 //
-//   dequant (BN/128 B rows per thread; thread 0 also issues the loads): packed FP4 tiles of A and B come in by TMA
-//       (32-byte swizzle) and their 512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of
-//       mbarrier-guarded slots. These warps dequantize B into an FP16 tile in the 128-byte-swizzled K-major layout
-//       (BSTAGES-deep ring) that wgmma reads from shared memory, and convert A's scales to FP16x2 next to it. For the
-//       rank steps thread 0 TMA-loads l1 (BF16) into the same ring.
-//   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
-//       shared-memory round trip) and issue wgmma.m64nBNk16 with FP32 accumulators; the rank steps load d fragments
-//       from global memory into the same registers and run BF16 wgmma into the same accumulators; then the fused
-//       epilogue.
+//   dequant (thread 0 also issues the loads): packed FP4 tiles of A and B come in by TMA (32-byte swizzle) and their
+//       512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of mbarrier-guarded slots. Each thread
+//       dequantizes one of the first 128 B rows into an FP16 tile in the 128-byte-swizzled K-major layout
+//       (BSTAGES-deep ring) that wgmma reads from shared memory. For the rank steps thread 0 TMA-loads l1 (BF16)
+//       into the same ring.
+//   consumers (64 rows each): issue wgmma.m64nBNk16 (A from registers, B from the tile, FP32 accumulators) for tile
+//       it, and while it runs prepare tile it+1: their share of B (rows 128..BN-1, a few words per thread) into the
+//       B ring, and their A rows dequantized straight into wgmma A-fragment registers (RS form, no shared-memory round
+//       trip). Rank steps load d fragments from global memory into the same registers and run BF16 wgmma into the same
+//       accumulators; then the fused epilogue. Splitting B this way gives all 12 warps about the same ALU work.
 //
 // K order and per-k16 product sets are those of the other programs (main K tiles of 64 in order, k16 steps in order,
 // inside each group of 8 the order (0,4,1,5,2,6,3,7); then the rank in k16 steps), so the results are bitwise theirs.
@@ -28,27 +29,28 @@ namespace svdq_k {
 template <int BN, int STAGES, int BSTAGES>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
-  // One dequant warpgroup (BN/128 B rows per thread) and two consumer warpgroups. (More dequant warps would lower the
-  // launch's register cap below what a 64x256 FP32 accumulator tile needs: ptxas caps every region at 65536/threads.)
-  static constexpr int kRows = BN / 128;
-  static constexpr int kDqThreads = 128;
-  static constexpr int kThreads = kDqThreads + 256;
-  static constexpr int kBTile = BN * 128;                                       // FP16/BF16 B tile: BN rows x 64 K
-  static constexpr int kPackA = kBM * 32, kPackB = BN * 32;                     // packed codes per K tile of 64
-  static constexpr int kSfA = 512, kSfB = BN / 128 * 512;                       // swizzled scale blocks
+  static constexpr int kThreads = 384;
+  static constexpr int kBTile = BN * 128;                    // FP16/BF16 B tile: BN rows x 64 K
+  static constexpr int kPackA = kBM * 32, kPackB = BN * 32;  // packed codes per K tile of 64
+  // 128-row scale blocks a tile touches (tiles start at multiples of BN, so a 192-row tile starts at 0 or 64 mod 128).
+  static constexpr int kSfBlocks = BN == 192 ? 2 : BN / 128;
+  static constexpr int kSfA = 512, kSfB = kSfBlocks * 512;
   static constexpr int kStage = kPackA + kPackB + kSfA + kSfB;
-  static constexpr int kAScale = kBM * 16;  // A's scales as 4 FP16x2 broadcasts per row, one array per B tile
   static constexpr int kOffPacked = BSTAGES * kBTile;
-  static constexpr int kOffAScale = kOffPacked + STAGES * kStage;
-  static constexpr int kOffBars = kOffAScale + BSTAGES * kAScale;
+  static constexpr int kOffBars = kOffPacked + STAGES * kStage;
   static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * BSTAGES) * 8 + 1024;  // + slack for 1024-byte alignment
-  // Loads run this many K tiles ahead of the dequant warpgroups; the consumers trail them by at most BSTAGES, so with
+  // B rows 0..127 belong to the dequant warpgroup (one per thread); rows 128..BN-1 to the 256 consumer threads,
+  // kCWords words (8 codes each) per thread.
+  static constexpr int kCWords = (BN - 128) * 8 / 256;
+  static constexpr int kFullArrivals = 128 + (kCWords > 0 ? 256 : 0);
+  // Loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most BSTAGES, so with
   // this distance the slot being refilled has always been released already.
   static constexpr int kLookahead = STAGES - BSTAGES;
-  // Registers after setmaxnreg (the launch gives every thread 168).
+  // Registers after setmaxnreg (the launch gives every thread 168, which is also ptxas's cap for every region).
   static constexpr int kDequantRegs = 80, kConsumerRegs = 208;
-  static_assert(kDqThreads * kDequantRegs + 256 * kConsumerRegs <= 65536, "sm90 ws: register budget");
-  static_assert(BN == 128 || BN == 256, "sm90 ws: BN must be 128 or 256");
+  static_assert(128 * kDequantRegs + 256 * kConsumerRegs <= 65536, "sm90 ws: register budget");
+  static_assert(BN == 128 || BN == 192 || BN == 256, "sm90 ws: BN must be 128, 192 or 256");
+  static_assert(kCWords == 0 || kCWords == 2 || kCWords == 4, "sm90 ws: consumer share of B");
   static_assert(kStage % 256 == 0, "sm90 ws: 32-byte-swizzled TMA boxes need 256-byte aligned slots");
   static_assert(kLookahead >= 1 && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2");
 };
@@ -61,15 +63,42 @@ SVDQ_DEV u32 dequant_pair_f16(u32 q_shifted, u32 scale_h2) {
   return hmul2_u32(mag | sgn, scale_h2);
 }
 
-// Row `row` (0..127 or 0..BN-1) of a packed slot: its 32 bytes of codes (two 16-byte chunks, 32-byte TMA swizzle:
-// chunk h sits at h ^ bit 2 of the row) as 8 words, word w = K elements 8w..8w+7 of the tile.
-SVDQ_DEV void load_packed_row(u32 slot, int row, u32* q) {
-  const u32 r = slot + row * 32, x = ((row >> 2) & 1) << 4;
-  ld_shared_16(r + x, q[0], q[1], q[2], q[3]);
-  ld_shared_16(r + (16 ^ x), q[4], q[5], q[6], q[7]);
+// Address of word w (0..7, K elements 8w..8w+7 of the tile) of row `row` of a packed tile: 32-byte rows of two
+// 16-byte chunks in the 32-byte TMA swizzle (chunk h sits at h ^ bit 2 of the row).
+SVDQ_DEV u32 packed_word_addr(u32 tile, int row, int w) {
+  return tile + row * 32 + ((((w >> 2) ^ (row >> 2)) & 1) << 4) + (w & 3) * 4;
 }
-// The 4 scale codes (K groups 0..3 of the tile) of row `row` in a 512-byte swizzled scale block.
+SVDQ_DEV void load_packed_row(u32 tile, int row, u32* q) {
+  ld_shared_16(packed_word_addr(tile, row, 0), q[0], q[1], q[2], q[3]);
+  ld_shared_16(packed_word_addr(tile, row, 4), q[4], q[5], q[6], q[7]);
+}
+// The 4 scale codes (K groups 0..3 of the tile) of row `row` (0..127) of a 512-byte swizzled scale block.
 SVDQ_DEV u32 load_scale_word(u32 block, int row) { return ld_shared_u32(block + (row & 31) * 16 + ((row >> 5) & 3) * 4); }
+
+template <int BN>
+SVDQ_DEV void wgmma_rs_f16(float* acc, const u32* a, u64 desc_b) {
+  if constexpr (BN == 256) wgmma_rs_m64n256k16_f16(acc, a, desc_b);
+  else if constexpr (BN == 192) wgmma_rs_m64n192k16_f16(acc, a, desc_b);
+  else wgmma_rs_m64n128k16_f16(acc, a, desc_b);
+}
+template <int BN>
+SVDQ_DEV void wgmma_rs_bf16(float* acc, const u32* a, u64 desc_b) {
+  if constexpr (BN == 256) wgmma_rs_m64n256k16_bf16(acc, a, desc_b);
+  else if constexpr (BN == 192) wgmma_rs_m64n192k16_bf16(acc, a, desc_b);
+  else wgmma_rs_m64n128k16_bf16(acc, a, desc_b);
+}
+template <int BN, int PENDING>
+SVDQ_DEV void wgmma_wait_acc(float* acc) {
+#define SVDQ_WS_WAIT(N)                                    \
+  if constexpr (PENDING == N) {                            \
+    if constexpr (BN == 256) wgmma_wait##N##_acc128(acc);  \
+    else if constexpr (BN == 192) wgmma_wait##N##_acc96(acc); \
+    else wgmma_wait##N##_acc64(acc);                       \
+  }
+  SVDQ_WS_WAIT(0) SVDQ_WS_WAIT(1) SVDQ_WS_WAIT(2) SVDQ_WS_WAIT(3)
+  SVDQ_WS_WAIT(4) SVDQ_WS_WAIT(5) SVDQ_WS_WAIT(6) SVDQ_WS_WAIT(7)
+#undef SVDQ_WS_WAIT
+}
 
 template <int BN, int STAGES, int BSTAGES>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
@@ -78,46 +107,53 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
   const u32 base = (smem_addr(smem) + 1023u) & ~1023u;
-  const u32 btiles = base, packed = base + C::kOffPacked, ascales = base + C::kOffAScale, bars = base + C::kOffBars;
-  // mbarriers: full_p/empty_p guard the packed slots, full_b/empty_b the FP16/BF16 B tiles (and A's scales).
+  const u32 btiles = base, packed = base + C::kOffPacked, bars = base + C::kOffBars;
+  // mbarriers: full_p/empty_p guard the packed slots, full_b/empty_b the FP16/BF16 B tiles.
   const u32 full_p = bars, empty_p = bars + 8 * STAGES, full_b = bars + 16 * STAGES, empty_b = full_b + 8 * BSTAGES;
 
   const int tid = threadIdx.x, lane = tid & 31;
   const i64 n0 = (i64)blockIdx.x * BN, m0 = (i64)blockIdx.y * 128;
-  const int num_main = (int)((p.k + 63) / 64), num_rank = (int)((p.rank + 63) / 64);
+  const int num_main = (int)((p.k + 63) / 64), num_rank = (int)((p.rank + 63) / 64), total = num_main + num_rank;
   // Scale-code mask of the last K tile: a K tail of 32 leaves groups 2 and 3 outside K (their padding is not read).
   const u32 tail_mask = (p.k & 63) ? 0x0000FFFFu : 0xFFFFFFFFu;
+  const int sf_blk0 = (int)(n0 >> 7);  // first 128-row scale block of B this tile touches
+  // Smem address of the scale word of B tile row r (0..BN-1) inside a slot's B scale blocks.
+  auto b_scale_addr = [&](u32 slot, int r) {
+    const i64 row = n0 + r;
+    return slot + C::kPackA + C::kPackB + C::kSfA + 512 * (int)((row >> 7) - sf_blk0) + (int)(row & 31) * 16 +
+           (int)((row >> 5) & 3) * 4;
+  };
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_p + 8 * s, 1);
-      mbar_init(empty_p + 8 * s, C::kDqThreads / 32 + 8);  // one arrival per warp that reads the slot
+      mbar_init(empty_p + 8 * s, 4 + 8);  // one arrival per warp that reads the slot: 4 dequant + 8 consumer warps
     }
     for (int s = 0; s < BSTAGES; ++s) {
-      mbar_init(full_b + 8 * s, C::kDqThreads);  // every dequant thread
-      mbar_init(empty_b + 8 * s, 8);             // every consumer warp
+      mbar_init(full_b + 8 * s, C::kFullArrivals);  // every thread that writes a part of the tile
+      mbar_init(empty_b + 8 * s, 8);                // every consumer warp
     }
     mbar_init_fence();
   }
   __syncthreads();
   pdl_wait_prior_grid();  // inputs may come from the preceding kernel (programmatic dependent launch)
 
-  if (tid < C::kDqThreads) {
+  if (tid < 128) {
     setmaxnreg_dec<C::kDequantRegs>();
     const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
+    int sf_b_blocks = 0;                       // B scale blocks that exist (the buffer holds round_up(N, 128) rows)
+    for (int h = 0; h < C::kSfBlocks; ++h) sf_b_blocks += ((i64)(sf_blk0 + h) * 128 < p.n) ? 1 : 0;
     // Issues the loads of main K tile `it` into its packed slot (thread 0 only).
     auto issue = [&](int it) {
       const int s = it % STAGES;
       const u32 slot = packed + s * C::kStage, bar = full_p + 8 * s;
       mbar_wait(empty_p + 8 * s, ((it / STAGES) & 1) ^ 1);
-      int sf_b_blocks = 0;
-      for (int h = 0; h < BN / 128; ++h) sf_b_blocks += (n0 + 128 * h < p.n) ? 1 : 0;
       mbar_arrive_expect_tx(bar, C::kPackA + C::kPackB + C::kSfA + 512 * sf_b_blocks);
       tma_load_2d(slot, &P.tma_a, it * 32, (int)m0, bar);
       tma_load_2d(slot + C::kPackA, &P.tma_b, it * 32, (int)n0, bar);
       bulk_load(slot + C::kPackA + C::kPackB, p.a_sf + ((m0 >> 7) * sf_ktiles + it) * 512, 512, bar);
       for (int h = 0; h < sf_b_blocks; ++h)
-        bulk_load(slot + C::kPackA + C::kPackB + C::kSfA + 512 * h, p.b_sf + (((n0 >> 7) + h) * sf_ktiles + it) * 512,
+        bulk_load(slot + C::kPackA + C::kPackB + C::kSfA + 512 * h, p.b_sf + ((sf_blk0 + h) * sf_ktiles + it) * 512,
                   512, bar);
     };
     if (tid == 0) {
@@ -126,39 +162,27 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       tma_prefetch_desc(&P.tma_l1);
       for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it);
     }
-    // Thread d dequantizes B rows d (and d + 128) and converts the 4 scales of A row d.
-    for (int it = 0; it < num_main; ++it) {
+    for (int it = 0; it < num_main; ++it) {  // B row `tid` of every main K tile
       if (tid == 0 && it + C::kLookahead < num_main) issue(it + C::kLookahead);
       const int s = it % STAGES;
       const u32 slot = packed + s * C::kStage;
       mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
-      u32 q[C::kRows][8], swb[C::kRows];
-      const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
-#pragma unroll
-      for (int r = 0; r < C::kRows; ++r) {
-        load_packed_row(slot + C::kPackA, tid + 128 * r, q[r]);
-        swb[r] = load_scale_word(slot + C::kPackA + C::kPackB + C::kSfA + 512 * r, tid) & mask;
-      }
-      const u32 swa = load_scale_word(slot + C::kPackA + C::kPackB, tid) & mask;
+      u32 q[8];
+      load_packed_row(slot + C::kPackA, tid, q);
+      const u32 sw = ld_shared_u32(b_scale_addr(slot, tid)) & (it == num_main - 1 ? tail_mask : 0xFFFFFFFFu);
       __syncwarp();
       if (lane == 0) mbar_arrive(empty_p + 8 * s);
       const int bs = it % BSTAGES;
       const u32 tile = btiles + bs * C::kBTile;
       mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
+      u32 sh[4];
+      scale4_half2_x128(sw, sh);
 #pragma unroll
-      for (int r = 0; r < C::kRows; ++r) {
-        u32 sh[4];
-        scale4_half2_x128(swb[r], sh);
-#pragma unroll
-        for (int w = 0; w < 8; ++w) {
-          u32 o[4];
-          dequant8_f16(q[r][w], sh[w >> 1], o);
-          st_shared_16(tile_chunk(tile, tid + 128 * r, w), o[0], o[1], o[2], o[3]);
-        }
+      for (int w = 0; w < 8; ++w) {
+        u32 o[4];
+        dequant8_f16(q[w], sh[w >> 1], o);
+        st_shared_16(tile_chunk(tile, tid, w), o[0], o[1], o[2], o[3]);
       }
-      u32 sa[4];
-      scale4_half2_x128(swa, sa);
-      st_shared_16(ascales + bs * C::kAScale + tid * 16, sa[0], sa[1], sa[2], sa[3]);
       fence_proxy_async_shared();
       mbar_arrive(full_b + 8 * bs);
     }
@@ -178,55 +202,63 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 
   // ---- consumers ----
   setmaxnreg_inc<C::kConsumerRegs>();
-  const int ctid = tid - C::kDqThreads, warp_in_wg = (ctid >> 5) & 3, g = lane >> 2, c = lane & 3;
-  const int ra = (ctid >> 7) * 64 + warp_in_wg * 16 + g, rb = ra + 8;  // this thread's two rows in the tile
+  const int ct = tid - 128, warp_in_wg = (ct >> 5) & 3, g = lane >> 2, c = lane & 3;
+  const int ra = (ct >> 7) * 64 + warp_in_wg * 16 + g, rb = ra + 8;  // this thread's two rows in the tile
+  // This thread's share of B: row crow, words cw0 .. cw0 + kCWords - 1.
+  constexpr int kThreadsPerCRow = C::kCWords > 0 ? 8 / C::kCWords : 1;
+  const int crow = 128 + ct / kThreadsPerCRow, cw0 = (ct % kThreadsPerCRow) * C::kCWords;
   float acc[kAcc];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 
-  // One main K tile: A fragments from the packed slot, then 4 wgmma k16 steps against the B tile.
-  auto main_step = [&](int it, u32* af) {
-    const int s = it % STAGES;
-    const u32 slot = packed + s * C::kStage;
-    mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
-    u32 qa[8], qb[8];
-    load_packed_row(slot, ra, qa);
-    load_packed_row(slot, rb, qb);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty_p + 8 * s);
-#pragma unroll
-    for (int w = 0; w < 8; ++w) {  // this lane's pair of every word: (k_c, k_c+4)
-      qa[w] >>= 4 * c;
-      qb[w] >>= 4 * c;
-    }
-    const int bs = it % BSTAGES;
-    const u32 tile = btiles + bs * C::kBTile;
-    mbar_wait(full_b + 8 * bs, (it / BSTAGES) & 1);
-    u32 sa[4], sb[4];  // scales of K groups 0..3 for rows ra, rb (converted by the dequant warpgroups)
-    ld_shared_16(ascales + bs * C::kAScale + ra * 16, sa[0], sa[1], sa[2], sa[3]);
-    ld_shared_16(ascales + bs * C::kAScale + rb * 16, sb[0], sb[1], sb[2], sb[3]);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      af[4 * kk + 0] = dequant_pair_f16(qa[2 * kk], sa[kk]);
-      af[4 * kk + 1] = dequant_pair_f16(qb[2 * kk], sb[kk]);
-      af[4 * kk + 2] = dequant_pair_f16(qa[2 * kk + 1], sa[kk]);
-      af[4 * kk + 3] = dequant_pair_f16(qb[2 * kk + 1], sb[kk]);
-    }
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      if constexpr (BN == 256) wgmma_rs_m64n256k16_f16(acc, af + 4 * kk, wgmma_desc_sw128(tile + kk * 32));
-      else wgmma_rs_m64n128k16_f16(acc, af + 4 * kk, wgmma_desc_sw128(tile + kk * 32));
-    }
-    wgmma_commit();
-    if constexpr (BN == 256) wgmma_wait1_acc128(acc);
-    else wgmma_wait1_acc64(acc);
-    __syncwarp();
-    if (it > 0 && lane == 0) mbar_arrive(empty_b + 8 * ((it - 1) % BSTAGES));  // tile it-1 fully consumed
+  // The wgmmas of a tile are committed as 4 groups (one per k16 step), so the fragments of the next tile can be
+  // written part by part as soon as the group that last read those registers is done: while a part is prepared the
+  // tensor cores still hold 4 to 7 queued groups. Anything else between the wgmmas (a branch between kinds of step,
+  // touching the accumulators) would make ptxas wait for every wgmma each step.
+  //
+  // Part s (0..3) of a main tile's fragments: rows ra, rb, words 2s and 2s+1 (K group s); swa/swb are the rows'
+  // (masked) scale words.
+  auto prepare_part = [&](u32 slot, u32 swa, u32 swb, int s, u32* af) {
+    u32 a0, a1, b0, b1;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(a0), "=r"(a1) : "r"(packed_word_addr(slot, ra, 2 * s)));
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(packed_word_addr(slot, rb, 2 * s)));
+    // Bytes (code of ra, -, code of rb, -): scale2_half2_x128 reads only bytes 0 and 2.
+    const u32 sab = scale2_half2_x128(__byte_perm(swa, swb, (u32)(s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12))));
+    const u32 sa = half2_lo_lo(sab), sb = half2_hi_hi(sab);
+    af[4 * s + 0] = dequant_pair_f16(a0 >> (4 * c), sa);
+    af[4 * s + 1] = dequant_pair_f16(b0 >> (4 * c), sb);
+    af[4 * s + 2] = dequant_pair_f16(a1 >> (4 * c), sa);
+    af[4 * s + 3] = dequant_pair_f16(b1 >> (4 * c), sb);
   };
-  // One rank tile (64 columns of d and l1; columns beyond r are zeros on both sides).
-  auto rank_step = [&](int t, u32* af) {
-    const int it = num_main + t;
+  // This thread's words of B rows 128..BN-1 of main tile `it` into the B ring.
+  auto b_share = [&](int it, u32 slot, u32 mask) {
+    if constexpr (C::kCWords > 0) {
+      const int bs = it % BSTAGES;
+      u32 qc[C::kCWords];
+      if constexpr (C::kCWords == 4) {
+        ld_shared_16(packed_word_addr(slot + C::kPackA, crow, cw0), qc[0], qc[1], qc[2], qc[3]);
+      } else {
+        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n"
+                     : "=r"(qc[0]), "=r"(qc[1])
+                     : "r"(packed_word_addr(slot + C::kPackA, crow, cw0)));
+      }
+      const u32 swc = ld_shared_u32(b_scale_addr(slot, crow)) & mask;
+      mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
+      // The scales of this thread's words: groups cw0/2 (and cw0/2 + 1 for 4 words), first in the low byte.
+      const u32 s2 = scale2_half2_x128(__byte_perm(swc >> (4 * cw0), 0u, 0x4140u));
+      const u32 tile = btiles + bs * C::kBTile;
+#pragma unroll
+      for (int w = 0; w < C::kCWords; ++w) {
+        u32 o[4];
+        dequant8_f16(qc[w], w < 2 ? half2_lo_lo(s2) : half2_hi_hi(s2), o);
+        st_shared_16(tile_chunk(tile, crow, cw0 + w), o[0], o[1], o[2], o[3]);
+      }
+      fence_proxy_async_shared();
+      mbar_arrive(full_b + 8 * bs);
+    }
+  };
+  // d fragments of rank tile t (columns beyond r are zeros, as are l1's).
+  auto rank_frags = [&](int t, u32* af) {
     const i64 rowa = m0 + ra, rowb = m0 + rb;
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -238,44 +270,108 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         af[4 * kk + 2 * h + 1] = (col_ok && rowb < p.m) ? *reinterpret_cast<const u32*>(p.d + rowb * p.rank + col) : 0u;
       }
     }
-    const int bs = it % BSTAGES;
-    const u32 tile = btiles + bs * C::kBTile;
-    mbar_wait(full_b + 8 * bs, (it / BSTAGES) & 1);
-    wgmma_fence();
+  };
+  auto release_b = [&](int it) {  // every wgmma that read B tile `it` is done (this warp waited for them)
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_b + 8 * (it % BSTAGES));
+  };
+  // Main tile `it`'s packed slot is ready; returns the slot (and the two rows' masked scale words).
+  auto acquire_packed = [&](int it, u32& swa, u32& swb) {
+    const int s = it % STAGES;
+    const u32 slot = packed + s * C::kStage;
+    const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
+    mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
+    swa = load_scale_word(slot + C::kPackA + C::kPackB, ra) & mask;
+    swb = load_scale_word(slot + C::kPackA + C::kPackB, rb) & mask;
+    return slot;
+  };
+  auto finish_packed = [&](int it, u32 slot) {  // this thread's B words of main tile `it`, then the slot is free
+    b_share(it, slot, it == num_main - 1 ? tail_mask : 0xFFFFFFFFu);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_p + 8 * (it % STAGES));
+  };
+  auto issue_tile = [&](int it, const u32* cur, bool main_tile) {
+    const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
+    mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      if constexpr (BN == 256) wgmma_rs_m64n256k16_bf16(acc, af + 4 * kk, wgmma_desc_sw128(tile + kk * 32));
-      else wgmma_rs_m64n128k16_bf16(acc, af + 4 * kk, wgmma_desc_sw128(tile + kk * 32));
+      wgmma_fence();
+      if (main_tile) wgmma_rs_f16<BN>(acc, cur + 4 * kk, wgmma_desc_sw128(tile + kk * 32));
+      else wgmma_rs_bf16<BN>(acc, cur + 4 * kk, wgmma_desc_sw128(tile + kk * 32));
+      wgmma_commit();
     }
-    wgmma_commit();
-    if constexpr (BN == 256) wgmma_wait1_acc128(acc);
-    else wgmma_wait1_acc64(acc);
-    __syncwarp();
-    if (t > 0 && lane == 0) mbar_arrive(empty_b + 8 * ((it - 1) % BSTAGES));
   };
-  auto wait_all = [&]() {
-    if constexpr (BN == 256) wgmma_wait0_acc128(acc);
-    else wgmma_wait0_acc64(acc);
+  // A main step whose next tile is main: the next slot is acquired before the wgmmas are issued so that only
+  // straight-line code sits between them and the waits that free the next fragments part by part (a loop there makes
+  // ptxas wait for every wgmma of the previous tile at once).
+  auto step_mm = [&](int it, const u32* cur, u32* nxt) {
+    u32 swa, swb;
+    const u32 slot = acquire_packed(it + 1, swa, swb);
+    issue_tile(it, cur, true);
+    wgmma_wait_acc<BN, 7>(acc);
+    prepare_part(slot, swa, swb, 0, nxt);
+    wgmma_wait_acc<BN, 6>(acc);
+    prepare_part(slot, swa, swb, 1, nxt);
+    wgmma_wait_acc<BN, 5>(acc);
+    prepare_part(slot, swa, swb, 2, nxt);
+    wgmma_wait_acc<BN, 4>(acc);
+    prepare_part(slot, swa, swb, 3, nxt);
+    if (it >= 1) release_b(it - 1);
+    finish_packed(it + 1, slot);
+  };
+  // The last main step: the next tile is the first rank tile.
+  auto step_mr = [&](int it, const u32* cur, u32* nxt) {
+    issue_tile(it, cur, true);
+    wgmma_wait_acc<BN, 4>(acc);
+    if (it >= 1) release_b(it - 1);
+    rank_frags(0, nxt);
+    if constexpr (C::kCWords > 0) mbar_arrive(full_b + 8 * ((it + 1) % BSTAGES));  // this thread's share of arrivals
+  };
+  auto rank_loop = [&](u32* first, u32* second) {
+    wgmma_wait_acc<BN, 0>(acc);
+    release_b(num_main - 1);
+    // The main term back to its true scale (exact, a power of two) before the rank steps.
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
+    auto step_rank = [&](int it, const u32* cur, u32* nxt) {
+      issue_tile(it, cur, false);
+      if (it + 1 < total) {
+        wgmma_wait_acc<BN, 4>(acc);
+        if (it - 1 >= num_main) release_b(it - 1);
+        rank_frags(it + 1 - num_main, nxt);
+        if constexpr (C::kCWords > 0) mbar_arrive(full_b + 8 * ((it + 1) % BSTAGES));
+      }
+    };
+    for (int it = num_main; it < total; it += 2) {
+      step_rank(it, first, second);
+      if (it + 1 < total) step_rank(it + 1, second, first);
+    }
   };
 
-  // Two fragment buffers, used alternately (the loops are unrolled by two so each buffer stays in registers): the
-  // wgmmas of one step read theirs while the next step's fragments are being written.
+  // Two fragment buffers, used alternately (every path below names them statically so they stay in registers).
   u32 af0[16], af1[16];
-  for (int it = 0; it < num_main; it += 2) {
-    main_step(it, af0);
-    if (it + 1 < num_main) main_step(it + 1, af1);
-  }
-  wait_all();
-  __syncwarp();
-  if (lane == 0) mbar_arrive(empty_b + 8 * ((num_main - 1) % BSTAGES));
-  // The main term back to its true scale (exact, a power of two) before the rank steps.
+  {
+    u32 swa, swb;
+    const u32 slot = acquire_packed(0, swa, swb);
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
-  for (int t = 0; t < num_rank; t += 2) {
-    rank_step(t, af0);
-    if (t + 1 < num_rank) rank_step(t + 1, af1);
+    for (int part = 0; part < 4; ++part) prepare_part(slot, swa, swb, part, af0);
+    finish_packed(0, slot);
   }
-  wait_all();
+  for (int it = 0;;) {
+    if (it + 1 >= num_main) {
+      step_mr(it, af0, af1);
+      rank_loop(af1, af0);
+      break;
+    }
+    step_mm(it++, af0, af1);
+    if (it + 1 >= num_main) {
+      step_mr(it, af1, af0);
+      rank_loop(af0, af1);
+      break;
+    }
+    step_mm(it++, af1, af0);
+  }
+  wgmma_wait_acc<BN, 0>(acc);
   pdl_launch_dependents();
 
   const float alpha = *p.alpha;

@@ -67,8 +67,9 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages) {
   b.stages = stages;
   b.tile_bufs = bstages;
   b.threads = 384;  // 1 dequant warpgroup + 2 consumer warpgroups
-  const int64_t stage = 128 * 32 + int64_t(bn) * 32 + 512 + bn / 128 * 512;
-  b.smem_bytes = int64_t(bstages) * (bn * 128 + 128 * 16) + stages * stage + (2 * stages + 2 * bstages) * 8 + 1024;
+  const int64_t sf_blocks = bn == 192 ? 2 : bn / 128;
+  const int64_t stage = 128 * 32 + int64_t(bn) * 32 + 512 + sf_blocks * 512;
+  b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + (2 * stages + 2 * bstages) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
 }
@@ -96,6 +97,8 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws_bn256_s6_b2", 256, 6, 2),
       sm90_ws("sm90_ws_bn256_s6_b3", 256, 6, 3),
       sm90_ws("sm90_ws_bn128_s8_b3", 128, 8, 3),
+      sm90_ws("sm90_ws_bn192_s6_b3", 192, 6, 3),
+      sm90_ws("sm90_ws_bn192_s8_b2", 192, 8, 2),
   };
 }
 
@@ -140,7 +143,7 @@ std::string Build::description() const {
       break;
     case Program::Sm90Ws:
       os << "sm_90a warp-specialized wgmma GEMM, tile " << bm << "x" << bn << "x64, TMA + mbarrier ring of " << stages
-         << " packed slots, " << tile_bufs << " FP16 B tiles, dequant warpgroup + 2 RS-wgmma consumer warpgroups, "
+         << " packed slots, " << tile_bufs << " FP16 B tiles, a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, "
          << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
   }
