@@ -3,14 +3,14 @@
 //
 //   dequant (thread 0 also issues the loads): packed FP4 tiles of A and B come in by TMA (32-byte swizzle) and their
 //       512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of mbarrier-guarded slots. Each thread
-//       dequantizes one of the first 128 B rows into an FP16 tile in the 128-byte-swizzled K-major layout
-//       (BSTAGES-deep ring) that wgmma reads from shared memory. For the rank steps thread 0 TMA-loads l1 (BF16)
-//       into the same ring.
+//       dequantizes B rows (tid, and tid + 128 when BN = 256) into an FP16 tile in the 128-byte-swizzled K-major
+//       layout (BSTAGES-deep ring) that wgmma reads from shared memory. For the rank steps thread 0 TMA-loads l1
+//       (BF16) into the same ring.
 //   consumers (64 rows each): issue wgmma.m64nBNk16 (A from registers, B from the tile, FP32 accumulators) for tile
-//       it, and while it runs prepare tile it+1: their share of B (rows 128..BN-1, a few words per thread) into the
-//       B ring, and their A rows dequantized straight into wgmma A-fragment registers (RS form, no shared-memory round
-//       trip). Rank steps load d fragments from global memory into the same registers and run BF16 wgmma into the same
-//       accumulators; then the fused epilogue. Splitting B this way gives all 12 warps about the same ALU work.
+//       it, and while it runs prepare tile it+1: with BN = 192 their share of B (rows 128..191, two words per
+//       thread) into the B ring, and their A rows dequantized straight into wgmma A-fragment registers (RS form, no
+//       shared-memory round trip). Rank steps load d fragments from global memory into the same registers and run
+//       BF16 wgmma into the same accumulators; then the fused epilogue.
 //
 // K order and per-k16 product sets are those of the other programs (main K tiles of 64 in order, k16 steps in order,
 // inside each group of 8 the order (0,4,1,5,2,6,3,7); then the rank in k16 steps), so the results are bitwise theirs.
@@ -39,9 +39,11 @@ struct Sm90WsConfig {
   static constexpr int kOffPacked = BSTAGES * kBTile;
   static constexpr int kOffBars = kOffPacked + STAGES * kStage;
   static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * BSTAGES) * 8 + 1024;  // + slack for 1024-byte alignment
-  // B rows 0..127 belong to the dequant warpgroup (one per thread); rows 128..BN-1 to the 256 consumer threads,
-  // kCWords words (8 codes each) per thread.
-  static constexpr int kCWords = (BN - 128) * 8 / 256;
+  // B rows 0..128*kDqRows-1 belong to the dequant warpgroup (kDqRows per thread); the rest (BN = 192: rows
+  // 128..191) to the 256 consumer threads, kCWords words (8 codes each) per thread. With 128x256 tiles the consumers
+  // have no registers to spare next to 128 accumulators and two fragment buffers, so the dequant warpgroup takes all.
+  static constexpr int kDqRows = BN == 192 ? 1 : BN / 128;
+  static constexpr int kCWords = (BN - 128 * kDqRows) * 8 / 256;
   static constexpr int kFullArrivals = 128 + (kCWords > 0 ? 256 : 0);
   // Loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most BSTAGES, so with
   // this distance the slot being refilled has always been released already.
@@ -50,7 +52,7 @@ struct Sm90WsConfig {
   static constexpr int kDequantRegs = 80, kConsumerRegs = 208;
   static_assert(128 * kDequantRegs + 256 * kConsumerRegs <= 65536, "sm90 ws: register budget");
   static_assert(BN == 128 || BN == 192 || BN == 256, "sm90 ws: BN must be 128, 192 or 256");
-  static_assert(kCWords == 0 || kCWords == 2 || kCWords == 4, "sm90 ws: consumer share of B");
+  static_assert(kCWords == 0 || kCWords == 2, "sm90 ws: consumer share of B");
   static_assert(kStage % 256 == 0, "sm90 ws: 32-byte-swizzled TMA boxes need 256-byte aligned slots");
   static_assert(kLookahead >= 1 && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2");
 };
@@ -162,26 +164,33 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       tma_prefetch_desc(&P.tma_l1);
       for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it);
     }
-    for (int it = 0; it < num_main; ++it) {  // B row `tid` of every main K tile
+    for (int it = 0; it < num_main; ++it) {  // B rows tid (and tid + 128) of every main K tile
       if (tid == 0 && it + C::kLookahead < num_main) issue(it + C::kLookahead);
       const int s = it % STAGES;
       const u32 slot = packed + s * C::kStage;
+      const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
       mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
-      u32 q[8];
-      load_packed_row(slot + C::kPackA, tid, q);
-      const u32 sw = ld_shared_u32(b_scale_addr(slot, tid)) & (it == num_main - 1 ? tail_mask : 0xFFFFFFFFu);
+      u32 q[C::kDqRows][8], sw[C::kDqRows];
+#pragma unroll
+      for (int r = 0; r < C::kDqRows; ++r) {
+        load_packed_row(slot + C::kPackA, tid + 128 * r, q[r]);
+        sw[r] = ld_shared_u32(b_scale_addr(slot, tid + 128 * r)) & mask;
+      }
       __syncwarp();
       if (lane == 0) mbar_arrive(empty_p + 8 * s);
       const int bs = it % BSTAGES;
       const u32 tile = btiles + bs * C::kBTile;
       mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
-      u32 sh[4];
-      scale4_half2_x128(sw, sh);
 #pragma unroll
-      for (int w = 0; w < 8; ++w) {
-        u32 o[4];
-        dequant8_f16(q[w], sh[w >> 1], o);
-        st_shared_16(tile_chunk(tile, tid, w), o[0], o[1], o[2], o[3]);
+      for (int r = 0; r < C::kDqRows; ++r) {
+        u32 sh[4];
+        scale4_half2_x128(sw[r], sh);
+#pragma unroll
+        for (int w = 0; w < 8; ++w) {
+          u32 o[4];
+          dequant8_f16(q[r][w], sh[w >> 1], o);
+          st_shared_16(tile_chunk(tile, tid + 128 * r, w), o[0], o[1], o[2], o[3]);
+        }
       }
       fence_proxy_async_shared();
       mbar_arrive(full_b + 8 * bs);
@@ -234,24 +243,23 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   auto b_share = [&](int it, u32 slot, u32 mask) {
     if constexpr (C::kCWords > 0) {
       const int bs = it % BSTAGES;
-      u32 qc[C::kCWords];
-      if constexpr (C::kCWords == 4) {
-        ld_shared_16(packed_word_addr(slot + C::kPackA, crow, cw0), qc[0], qc[1], qc[2], qc[3]);
-      } else {
-        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n"
-                     : "=r"(qc[0]), "=r"(qc[1])
-                     : "r"(packed_word_addr(slot + C::kPackA, crow, cw0)));
-      }
       const u32 swc = ld_shared_u32(b_scale_addr(slot, crow)) & mask;
       mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
       // The scales of this thread's words: groups cw0/2 (and cw0/2 + 1 for 4 words), first in the low byte.
       const u32 s2 = scale2_half2_x128(__byte_perm(swc >> (4 * cw0), 0u, 0x4140u));
       const u32 tile = btiles + bs * C::kBTile;
 #pragma unroll
-      for (int w = 0; w < C::kCWords; ++w) {
+      for (int w2 = 0; w2 < C::kCWords; w2 += 2) {  // two words (one K group) at a time: fewer live registers
+        u32 q0, q1;
+        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n"
+                     : "=r"(q0), "=r"(q1)
+                     : "r"(packed_word_addr(slot + C::kPackA, crow, cw0 + w2)));
+        const u32 sc = w2 == 0 ? half2_lo_lo(s2) : half2_hi_hi(s2);
         u32 o[4];
-        dequant8_f16(qc[w], w < 2 ? half2_lo_lo(s2) : half2_hi_hi(s2), o);
-        st_shared_16(tile_chunk(tile, crow, cw0 + w), o[0], o[1], o[2], o[3]);
+        dequant8_f16(q0, sc, o);
+        st_shared_16(tile_chunk(tile, crow, cw0 + w2), o[0], o[1], o[2], o[3]);
+        dequant8_f16(q1, sc, o);
+        st_shared_16(tile_chunk(tile, crow, cw0 + w2 + 1), o[0], o[1], o[2], o[3]);
       }
       fence_proxy_async_shared();
       mbar_arrive(full_b + 8 * bs);

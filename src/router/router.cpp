@@ -10,9 +10,15 @@
 namespace svdq::router {
 
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& s) {
-  // Hopper: the warp-specialized wgmma program (sm_90a code runs on exactly 9.0).
-  const registry::Build& hopper = registry::build_by_id("sm90_ws_bn256_s6_b2");
-  if (registry::runs_on_cc(hopper, cc) && hopper.smem_bytes <= smem_optin) return hopper;
+  // Hopper: the warp-specialized sm_90a program (sm_90a code runs on exactly 9.0). Measured on an H200
+  // (bench/results/2026-11-29_h200_sm90_ws.md): 128x256 tiles are fastest once they fill every SM; with fewer
+  // tiles than SMs, 128x128 tiles (twice as many CTAs) win.
+  const registry::Build& wide = registry::build_by_id("sm90_ws_bn256_s6_b2");
+  const registry::Build& narrow = registry::build_by_id("sm90_ws_bn128_s8_b3");
+  if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
+    const int64_t wide_tiles = (s.m + 127) / 128 * ((s.n + 255) / 256);
+    return wide_tiles >= sm_count ? wide : narrow;
+  }
   // Portable, measured on an H200 (bench/results/2026-11-29_h200_portable.md): with at least one wave of 128-row
   // tiles the single-buffer 128x128 build (two CTAs per SM) is fastest; below that, 64-row tiles with the
   // software-pipelined double buffer (one CTA per SM, latency-bound) win.
@@ -30,8 +36,7 @@ const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& 
       throw Error(ErrorCode::InvalidArgument, "SVDQ_FORCE_BUILD='" + *forced + "' is not a GEMM build");
     return b;
   }
-  const registry::Build& b = heuristic_gemm(dev.cc, dev.sm_count, dev.smem_per_sm, dev.smem_optin, s);
-  return with_toolkit_fallback(b, jit::nvrtc_version_number(), dev, s);
+  return with_toolkit_fallback(*select_record(dev, s).build, jit::nvrtc_version_number(), dev, s);
 }
 
 const registry::Build& with_toolkit_fallback(const registry::Build& b, int nvrtc, const jit::DeviceTarget& dev,

@@ -1,17 +1,14 @@
-// Routing: which build runs a given problem on a given device: the sm_90a wgmma program on 9.0, else among the
-// portable builds by a heuristic on the wave count and the device's shared memory.
+// Routing: which build runs a given problem on a given device: the record of the arch's route table (routes.hpp)
+// for shapes it lists, else a heuristic: on 9.0 the warp-specialized sm_90a program (128x256 tiles when they fill
+// the GPU, else 128x128), elsewhere the portable builds by wave count and the device's shared memory.
 #pragma once
 #include <cstdint>
 
 #include "jit/kernel_cache.hpp"
 #include "registry/registry.hpp"
+#include "router/routes.hpp"
 
 namespace svdq::router {
-
-struct MmShape {
-  int64_t m = 0, n = 0, k = 0, rank = 0;
-  bool bias = false;
-};
 
 // SVDQ_FORCE_BUILD=<build id> overrides the choice (used to compare builds); an unknown or unusable ID is an error.
 const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& shape);

@@ -69,8 +69,14 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
             "sm90_ws_bn256_s6_b2");
+  // 2 x 12 = 24 tiles of 128x256 cannot fill 132 SMs: 128x128 tiles.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
+            "sm90_ws_bn128_s8_b3");
+  // 11 x 12 = 132 tiles: exactly one full wave of 128x256 tiles.
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1408, 3072, 3072, 32, true}).id,
             "sm90_ws_bn256_s6_b2");
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1280, 3072, 3072, 32, true}).id,
+            "sm90_ws_bn128_s8_b3");
   // The same SM count and memory without sm_90a (e.g. routing for the portable fallback) picks portable builds.
   EXPECT_EQ(svdq::router::heuristic_gemm(80, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
             "sm80_gemm_bm128_s4_t1");

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -14,6 +15,8 @@
 #include "bench/problem.hpp"
 #include "bench/suite.hpp"
 #include "bench/timer.hpp"
+#include "jit/kernel_cache.hpp"
+#include "router/routes.hpp"
 #include "commands.hpp"
 #include "svdq/svdq.hpp"
 
@@ -30,20 +33,38 @@ struct BenchOptions {
   std::string csv = "svdq_bench.csv";
   uint64_t seed = 1;
   std::string timer = "auto";
+  // A/B comparison of two route tables (files from `svdq tune`, or "none" for the heuristic alone): svdq is timed
+  // under each, interleaved A B B A with the baselines.
+  std::string routes_a, routes_b;
+  bool ab() const { return !routes_a.empty(); }
 };
 
-enum Op { kSvdq = 0, kGemm = 1, kUnfused = 2, kOps = 3 };
+enum Op { kSvdq = 0, kGemm = 1, kUnfused = 2, kSvdqB = 3, kOps = 4 };
 
 struct Result {
   bench::Shape shape;
   std::vector<double> us[kOps];
-  int kernels[kOps] = {0, 0, 0};
+  int kernels[kOps] = {0, 0, 0, 0};
+  std::string build_a, build_b;  // what each route table chose (A/B runs)
   std::string error;  // the first failure; the row shows what was measured before it
 };
 
 // Three kernels, A B B A generalized: forward then backward, so each sits at every position equally often and
 // slow drift (clocks, temperature) cancels in the ratios.
 constexpr Op kGroup[] = {kSvdq, kGemm, kUnfused, kUnfused, kGemm, kSvdq};
+constexpr Op kGroupAB[] = {kSvdq, kSvdqB, kGemm, kUnfused, kUnfused, kGemm, kSvdqB, kSvdq};
+
+// Points the router at route table A or B (SVDQ_ROUTE_TABLE) for an A/B run; restores the variable afterwards.
+struct RouteEnv {
+  bool had;
+  std::string value;
+  RouteEnv() : had(std::getenv("SVDQ_ROUTE_TABLE") != nullptr), value(had ? std::getenv("SVDQ_ROUTE_TABLE") : "") {}
+  ~RouteEnv() {
+    if (had) setenv("SVDQ_ROUTE_TABLE", value.c_str(), 1);
+    else unsetenv("SVDQ_ROUTE_TABLE");
+  }
+  static void use(const std::string& table) { setenv("SVDQ_ROUTE_TABLE", table.c_str(), 1); }
+};
 
 void run_session(const BenchOptions& o, bench::KernelTimer& timer, const bench::Cublas& blas, Result& r) {
   const uint64_t seed = shape_seed(o.seed, r.shape);
@@ -61,13 +82,15 @@ void run_session(const BenchOptions& o, bench::KernelTimer& timer, const bench::
   bool svdq_ok = problem.has_value() && r.error.empty();
   const auto launch = [&](Op op) -> std::function<void(Stream)> {
     switch (op) {
-      case kSvdq: return [&](Stream s) { problem->run(s); };
+      case kSvdq:
+      case kSvdqB: return [&](Stream s) { problem->run(s); };
       case kGemm: return [&](Stream) { base.gemm(blas); };
       default: return [&](Stream) { base.unfused_layer(blas); };
     }
   };
   const auto measure = [&](Op op, bool keep) {
-    if (op == kSvdq && !svdq_ok) return;
+    if ((op == kSvdq || op == kSvdqB) && !svdq_ok) return;
+    if (o.ab() && (op == kSvdq || op == kSvdqB)) RouteEnv::use(op == kSvdq ? o.routes_a : o.routes_b);
     try {
       const bench::Sample s = timer.measure(launch(op));
       if (keep) {
@@ -75,24 +98,20 @@ void run_session(const BenchOptions& o, bench::KernelTimer& timer, const bench::
         r.kernels[op] = s.kernels;
       }
     } catch (const Error& e) {
-      if (op != kSvdq || e.code() == ErrorCode::NoDevice) throw;  // baseline failures end the run
+      if ((op != kSvdq && op != kSvdqB) || e.code() == ErrorCode::NoDevice) throw;  // baseline failures end the run
       svdq_ok = false;
       if (r.error.empty()) r.error = std::string("svdq: ") + e.what();
     }
   };
   for (int i = 0; i < o.warmup; ++i)  // also runs svdq's JIT compile, outside the samples
-    for (Op op : {kSvdq, kGemm, kUnfused}) measure(op, false);
-  for (int g = 0; g < (o.repeats + 1) / 2; ++g)
-    for (Op op : kGroup) measure(op, true);
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+    for (Op op : {kSvdq, kSvdqB, kGemm, kUnfused})
+      if (op != kSvdqB || o.ab()) measure(op, false);
+  for (int g = 0; g < (o.repeats + 1) / 2; ++g) {
+    if (o.ab())
+      for (Op op : kGroupAB) measure(op, true);
+    else
+      for (Op op : kGroup) measure(op, true);
+  }
 }
 
 std::string fmt(const char* f, double v) {
@@ -102,7 +121,7 @@ std::string fmt(const char* f, double v) {
 }
 
 struct Row {
-  double cublas = 0, unfused = 0, svdq = 0;  // medians, 0 when not measured
+  double cublas = 0, unfused = 0, svdq = 0, svdq_b = 0;  // medians, 0 when not measured
 };
 
 double flops(const bench::Shape& s) { return 2.0 * double(s.m) * double(s.n) * double(s.k + s.rank); }
@@ -112,23 +131,37 @@ Row medians(const Result& r) {
   if (!r.us[kGemm].empty()) w.cublas = bench::median(r.us[kGemm]);
   if (!r.us[kUnfused].empty()) w.unfused = bench::median(r.us[kUnfused]);
   if (!r.us[kSvdq].empty() && r.error.empty()) w.svdq = bench::median(r.us[kSvdq]);  // no partial svdq rows
+  if (!r.us[kSvdqB].empty() && r.error.empty()) w.svdq_b = bench::median(r.us[kSvdqB]);
   return w;
 }
 
-void print_table(const std::vector<Result>& results) {
-  std::printf("%6s %6s %6s %4s %4s | %14s | %16s | %9s | %11s | %18s | %7s\n", "M", "N", "K", "rank", "bias",
-              "cuBLAS bf16 µs", "unfused layer µs", "svdq µs", "svdq/cuBLAS", "speedup vs unfused", "TFLOP/s");
+void print_table(const std::vector<Result>& results, bool ab) {
+  std::printf("%6s %6s %6s %4s %4s | %14s | %16s | %9s | %11s | %18s | %7s", "M", "N", "K", "rank", "bias",
+              "cuBLAS bf16 µs", "unfused layer µs", ab ? "svdq A µs" : "svdq µs", "svdq/cuBLAS", "speedup vs unfused",
+              "TFLOP/s");
+  if (ab) std::printf(" | %9s | %6s | %s", "svdq B µs", "B/A", "builds A / B");
+  std::printf("\n");
+  bool any_same = false;
   for (const auto& r : results) {
     const Row w = medians(r);
     const bool s = w.svdq > 0;
-    std::printf("%6lld %6lld %6lld %4lld %4d | %13s | %15s | %8s | %11s | %18s | %7s%s\n",
+    std::printf("%6lld %6lld %6lld %4lld %4d | %13s | %15s | %8s | %11s | %18s | %7s",
                 static_cast<long long>(r.shape.m), static_cast<long long>(r.shape.n),
                 static_cast<long long>(r.shape.k), static_cast<long long>(r.shape.rank), r.shape.bias ? 1 : 0,
                 fmt("%.2f", w.cublas).c_str(), fmt("%.2f", w.unfused).c_str(), s ? fmt("%.2f", w.svdq).c_str() : "-",
                 s ? fmt("%.3f", w.svdq / w.cublas).c_str() : "-", s ? fmt("%.2fx", w.unfused / w.svdq).c_str() : "-",
-                s ? fmt("%.1f", flops(r.shape) / (w.svdq * 1e6)).c_str() : "-",
-                r.error.empty() ? "" : "  (error, see below)");
+                s ? fmt("%.1f", flops(r.shape) / (w.svdq * 1e6)).c_str() : "-");
+    if (ab) {
+      const bool same = !r.build_a.empty() && r.build_a == r.build_b;
+      any_same |= same;
+      const bool sb = w.svdq_b > 0;
+      std::printf(" | %8s | %6s | %s / %s%s", sb ? fmt("%.2f", w.svdq_b).c_str() : "-",
+                  s && sb ? fmt("%.3f", w.svdq_b / w.svdq).c_str() : "-", r.build_a.c_str(), r.build_b.c_str(),
+                  same ? " ‡" : "");
+    }
+    std::printf("%s\n", r.error.empty() ? "" : "  (error, see below)");
   }
+  if (any_same) std::printf("‡ both route tables chose the same build: B/A shows the run-to-run noise of the method\n");
   for (const auto& r : results)
     if (!r.error.empty()) std::printf("%s: %s\n", r.shape.str().c_str(), r.error.c_str());
 }
@@ -148,7 +181,8 @@ void write_csv(const std::string& path, const std::vector<Result>& results, cons
     << " SMs); date: " << utc_now() << "; svdq " << version_string() << "; command: " << command_line << "\n";
   f << "# timing: " << method << "\n";
   f << "m,n,k,rank,bias,cublas_us,unfused_us,svdq_us,svdq_over_cublas,speedup_vs_unfused,svdq_tflops,"
-       "cublas_kernels,unfused_kernels,svdq_kernels,samples_per_kernel,error\n";
+       "cublas_kernels,unfused_kernels,svdq_kernels,samples_per_kernel,error,svdq_b_us,b_over_a,build_a,build_b,"
+       "same_build\n";
   for (const auto& r : results) {
     const Row w = medians(r);
     const bool s = w.svdq > 0;
@@ -157,13 +191,17 @@ void write_csv(const std::string& path, const std::vector<Result>& results, cons
       << ',' << (s ? fmt("%.4f", w.svdq / w.cublas) : "") << ',' << (s ? fmt("%.4f", w.unfused / w.svdq) : "")
       << ',' << (s ? fmt("%.2f", flops(r.shape) / (w.svdq * 1e6)) : "") << ',' << r.kernels[kGemm] << ','
       << r.kernels[kUnfused] << ',' << r.kernels[kSvdq] << ',' << r.us[kGemm].size() << ','
-      << csv_field(r.error) << "\n";
+      << csv_field(r.error) << ',' << (w.svdq_b > 0 ? fmt("%.3f", w.svdq_b) : "") << ','
+      << (w.svdq_b > 0 && s ? fmt("%.4f", w.svdq_b / w.svdq) : "") << ',' << r.build_a << ',' << r.build_b << ','
+      << (r.build_a.empty() ? "" : (r.build_a == r.build_b ? "1" : "0")) << "\n";
   }
   f.flush();
   if (!f) throw Error(ErrorCode::Io, "writing '" + path + "' failed");
 }
 
 int run_bench(const BenchOptions& o, const std::string& command_line) {
+  if (o.routes_a.empty() != o.routes_b.empty())
+    throw Error(ErrorCode::InvalidArgument, "arguments '--routes-a' and '--routes-b' go together");
   const auto shapes = o.shapes.empty() ? bench::default_suite() : bench::parse_shape_list(o.shapes);
   const auto kind = bench::parse_timer_kind(o.timer);
   std::string reason;
@@ -190,6 +228,18 @@ int run_bench(const BenchOptions& o, const std::string& command_line) {
 
   std::vector<Result> results(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) results[i].shape = shapes[i];
+  RouteEnv route_env;  // restores SVDQ_ROUTE_TABLE after an A/B run
+  if (o.ab()) {
+    const jit::DeviceTarget& target = jit::current_device();
+    for (auto& r : results) {
+      const router::MmShape ms{r.shape.m, r.shape.n, r.shape.k, r.shape.rank, r.shape.bias};
+      RouteEnv::use(o.routes_a);  // also loads and checks the table files before the run
+      r.build_a = router::select_record(target, ms).build->id;
+      RouteEnv::use(o.routes_b);
+      r.build_b = router::select_record(target, ms).build->id;
+    }
+    std::printf("route tables: A = %s, B = %s\n", o.routes_a.c_str(), o.routes_b.c_str());
+  }
   try {
     for (int s = 0; s < o.sessions; ++s)
       for (size_t i = 0; i < shapes.size(); ++i) {
@@ -199,11 +249,11 @@ int run_bench(const BenchOptions& o, const std::string& command_line) {
       }
   } catch (const Error&) {
     // A sticky CUDA error ends the run; what was measured up to it is still worth a table and a file.
-    print_table(results);
+    print_table(results, o.ab());
     write_csv(o.csv, results, dev, timer.method() + " [run aborted]", command_line);
     throw;
   }
-  print_table(results);
+  print_table(results, o.ab());
   write_csv(o.csv, results, dev, timer.method(), command_line);
   std::printf("wrote %s\n", o.csv.c_str());
   for (const auto& r : results)
@@ -231,6 +281,9 @@ void add_bench(CLI::App& app, int* exit_code, const std::string& command_line) {
   sub->add_option("--timer", o->timer, "Timing method: auto (CUPTI, else CUDA events), cupti, events")
       ->check(CLI::IsMember({"auto", "cupti", "events"}))
       ->capture_default_str();
+  sub->add_option("--routes-a", o->routes_a,
+                  "Route table A for an A/B comparison (a file from `svdq tune`, or none = heuristic only)");
+  sub->add_option("--routes-b", o->routes_b, "Route table B for an A/B comparison (rows where A and B agree get ‡)");
   sub->callback([o, exit_code, command_line] {
     *exit_code = guarded("bench", [&] { return run_bench(*o, command_line); });
   });

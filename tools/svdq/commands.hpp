@@ -19,6 +19,7 @@ void add_bench(CLI::App& app, int* exit_code, const std::string& command_line);
 void add_aot(CLI::App& app, int* exit_code);
 void add_census(CLI::App& app, int* exit_code);
 void add_doctor(CLI::App& app, int* exit_code);
+void add_tune(CLI::App& app, int* exit_code, const std::string& command_line);
 
 // Runs a subcommand body and turns any exception into one line on stderr, prefixed "svdq <name>: ", and an exit code.
 int guarded(const char* name, const std::function<int()>& body);
@@ -26,5 +27,8 @@ int guarded(const char* name, const std::function<int()>& body);
 // A shape's own seed: depends on the user seed and the shape only, so `--shapes X --seed S` alone reproduces one
 // row of a larger run.
 uint64_t shape_seed(uint64_t seed, const bench::Shape& shape);
+
+// The current UTC time as 2026-11-29T21:19:00Z.
+std::string utc_now();
 
 }  // namespace svdq::cli

@@ -1,5 +1,6 @@
 // svdq: device facts, a correctness check against the CPU reference, and the SPEC §3 benchmark.
 #include <cstdio>
+#include <ctime>
 #include <exception>
 #include <iostream>
 
@@ -30,6 +31,15 @@ uint64_t shape_seed(uint64_t seed, const bench::Shape& shape) {
   return bench::mix_seed(seed, h);
 }
 
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 namespace {
 std::string quoted_command_line(int argc, char** argv) {
   std::string out;
@@ -50,7 +60,7 @@ std::string quoted_command_line(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace svdq::cli;
-  CLI::App app{"svdq: NVFP4 SVDQuant linear layer (device facts, correctness check, benchmark, AOT packages)", "svdq"};
+  CLI::App app{"svdq: NVFP4 SVDQuant linear layer (device facts, correctness check, benchmark, tuning, AOT packages)", "svdq"};
   app.set_version_flag("--version", [] { return "svdq " + svdq::version_string(); });
   app.require_subcommand(1);
   app.footer(
@@ -64,6 +74,7 @@ int main(int argc, char** argv) {
     add_aot(app, &rc);
     add_census(app, &rc);
     add_doctor(app, &rc);
+    add_tune(app, &rc, quoted_command_line(argc, argv));
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version

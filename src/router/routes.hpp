@@ -1,0 +1,59 @@
+// Route tables: per-architecture data (data/routes/<arch>.json, embedded at build time) mapping problem shapes
+// (M, N, K, rank, bias) to the GEMM build that measured fastest there. `svdq tune` writes them; the shipped sm_90a
+// table is its output on an H200. Shapes not in the table are routed by the heuristic (router.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/kernel_cache.hpp"
+#include "registry/registry.hpp"
+
+namespace svdq::router {
+
+struct MmShape {
+  int64_t m = 0, n = 0, k = 0, rank = 0;
+  bool bias = false;
+};
+
+struct RouteRecord {
+  MmShape shape;
+  std::string build;           // the chosen build id
+  double us = 0.0;             // its median time when tuned
+  std::string runner_up;       // the second fastest candidate ("" if there was one candidate)
+  double runner_up_us = 0.0;
+};
+
+struct RouteTable {
+  std::string arch;     // NVRTC target the table is for, e.g. "sm_90a"
+  std::string device;   // the GPU it was measured on
+  std::string created;  // UTC date
+  std::string svdq;     // svdq version string of the tuning run
+  std::string command;  // the command line that produced it
+  std::vector<RouteRecord> records;
+
+  // Throws svdq::Error(InvalidArgument) naming `origin` and the offending field: malformed JSON, a missing or
+  // mistyped field, an unknown or non-GEMM build id, a duplicated shape.
+  static RouteTable parse(const std::string& json_text, const std::string& origin);
+  std::string to_json() const;  // deterministic; parse(to_json()) round-trips
+  const RouteRecord* find(const MmShape& s) const;  // exact (M, N, K, rank, bias) match or nullptr
+};
+
+// The embedded table for `arch` ("sm_90a", ...) or nullptr if none ships.
+const RouteTable* shipped_route_table(const std::string& arch);
+
+// The table the router consults for `arch`: SVDQ_ROUTE_TABLE names a table file (from `svdq tune`) that replaces
+// the shipped one for its own arch, or is "none" to route every shape by the heuristic; unset: the shipped table.
+// A table file that cannot be read or parsed is an error naming the variable.
+const RouteTable* active_route_table(const std::string& arch);
+
+struct RouteChoice {
+  const registry::Build* build = nullptr;
+  std::string source;  // "table <origin>" or "heuristic"
+};
+
+// The record for `shape` in the active table of the device's arch when there is one and its build runs on the
+// device (CC, shared memory, toolkit); else the heuristic's build.
+RouteChoice select_record(const jit::DeviceTarget& dev, const MmShape& shape);
+
+}  // namespace svdq::router

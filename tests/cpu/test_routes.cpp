@@ -1,0 +1,176 @@
+// Route tables: the JSON format (round trip, every malformed input rejected with the field named), the shipped
+// sm_90a table (covers the default suite, only GEMM builds that run on an H200), and select_record's sources
+// (shipped table, SVDQ_ROUTE_TABLE file, "none", tables of another arch, shapes not in the table).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "bench/suite.hpp"
+#include "registry/registry.hpp"
+#include "router/router.hpp"
+#include "router/routes.hpp"
+#include "svdq/error.hpp"
+
+namespace {
+
+namespace rt = svdq::router;
+namespace fs = std::filesystem;
+
+rt::RouteTable sample() {
+  rt::RouteTable t;
+  t.arch = "sm_90a";
+  t.device = "NVIDIA H200";
+  t.created = "2026-11-29T00:00:00Z";
+  t.svdq = "0.1.0 (commit test)";
+  t.command = "svdq tune --out x.json";
+  rt::RouteRecord a;
+  a.shape = {129, 3072, 3072, 32, true};
+  a.build = "sm90_ws_bn128_s8_b3";
+  a.us = 44.5;
+  a.runner_up = "sm90_ws_bn192_s8_b2";
+  a.runner_up_us = 53.25;
+  rt::RouteRecord b;
+  b.shape = {4096, 3072, 3072, 32, true};
+  b.build = "sm80_gemm_bm128_s4_t1";  // deliberately not what the heuristic picks on 9.0
+  b.us = 400;
+  t.records = {a, b};
+  return t;
+}
+
+// Sets or unsets SVDQ_ROUTE_TABLE for one test.
+struct RouteVar {
+  explicit RouteVar(const char* v) {
+    if (v) setenv("SVDQ_ROUTE_TABLE", v, 1);
+    else unsetenv("SVDQ_ROUTE_TABLE");
+  }
+  ~RouteVar() { unsetenv("SVDQ_ROUTE_TABLE"); }
+};
+
+svdq::jit::DeviceTarget h200() {
+  svdq::jit::DeviceTarget d;
+  d.cc = 90;
+  d.sm_count = 132;
+  d.smem_per_sm = 233472;
+  d.smem_optin = 232448;
+  return d;
+}
+
+std::string expect_parse_error(const std::string& text) {
+  try {
+    rt::RouteTable::parse(text, "t.json");
+  } catch (const svdq::Error& e) {
+    EXPECT_EQ(e.code(), svdq::ErrorCode::InvalidArgument);
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted: " << text;
+  return "";
+}
+
+TEST(RouteTable, RoundTripsAndFindsExactShapes) {
+  const rt::RouteTable t = sample();
+  const std::string text = t.to_json();
+  const rt::RouteTable u = rt::RouteTable::parse(text, "mem");
+  EXPECT_EQ(u.to_json(), text);
+  ASSERT_EQ(u.records.size(), 2u);
+  EXPECT_EQ(u.records[0].runner_up_us, 53.25);
+  ASSERT_NE(u.find({129, 3072, 3072, 32, true}), nullptr);
+  EXPECT_EQ(u.find({129, 3072, 3072, 32, true})->build, "sm90_ws_bn128_s8_b3");
+  EXPECT_EQ(u.find({129, 3072, 3072, 32, false}), nullptr);  // bias is part of the key
+  EXPECT_EQ(u.find({129, 3072, 3072, 64, true}), nullptr);
+  EXPECT_EQ(u.find({130, 3072, 3072, 32, true}), nullptr);
+}
+
+TEST(RouteTable, RejectsMalformedTablesNamingTheField) {
+  const std::string good = sample().to_json();
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const size_t p = s.find(from);
+    EXPECT_NE(p, std::string::npos) << from;
+    return s.replace(p, from.size(), to);
+  };
+  EXPECT_NE(expect_parse_error("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(expect_parse_error(replace("\"arch\"", "\"arch_\"")).find("'arch'"), std::string::npos);
+  EXPECT_NE(expect_parse_error(replace("\"sm90_ws_bn128_s8_b3\"", "\"no_such_build\"")).find("no_such_build"),
+            std::string::npos);
+  EXPECT_NE(expect_parse_error(replace("\"sm90_ws_bn128_s8_b3\"", "\"smxx_quantize\"")).find("not a GEMM build"),
+            std::string::npos);
+  EXPECT_NE(expect_parse_error(replace("\"m\": 129", "\"m\": 0")).find("'m'"), std::string::npos);
+  EXPECT_NE(expect_parse_error(replace("\"m\": 129", "\"m\": \"129\"")).find("'m'"), std::string::npos);
+  EXPECT_NE(expect_parse_error(replace("\"bias\": true", "\"bias\": 1")).find("'bias'"), std::string::npos);
+  EXPECT_NE(expect_parse_error(replace("\"us\": 44.5", "\"us\": -1")).find("'us'"), std::string::npos);
+  EXPECT_NE(expect_parse_error(replace("\"m\": 4096", "\"m\": 129")).find("repeats the shape"), std::string::npos);
+  EXPECT_NE(expect_parse_error(replace("\"records\": [", "\"records\": 7, \"x\": [")).find("'records' must be an array"), std::string::npos);
+}
+
+TEST(RouteTable, ShippedSm90aTableCoversTheSuiteWithRunnableBuilds) {
+  const rt::RouteTable* t = rt::shipped_route_table("sm_90a");
+  ASSERT_NE(t, nullptr) << "data/routes/sm_90a.json is not embedded";
+  EXPECT_EQ(t->arch, "sm_90a");
+  EXPECT_NE(t->device.find("H200"), std::string::npos) << t->device;
+  EXPECT_NE(t->command.find("svdq tune"), std::string::npos) << "the shipped table must be written by svdq tune";
+  const auto dev = h200();
+  for (const auto& s : svdq::bench::default_suite()) {
+    const rt::RouteRecord* r = t->find({s.m, s.n, s.k, s.rank, s.bias});
+    ASSERT_NE(r, nullptr) << s.str() << " missing from the shipped table";
+    const auto& b = svdq::registry::build_by_id(r->build);
+    EXPECT_TRUE(svdq::registry::is_gemm(b)) << r->build;
+    EXPECT_TRUE(svdq::registry::runs_on_cc(b, 90)) << r->build;
+    EXPECT_LE(b.smem_bytes, dev.smem_optin) << r->build;
+    EXPECT_GT(r->us, 0.0) << s.str();
+    if (!r->runner_up.empty()) {
+      EXPECT_GE(r->runner_up_us, r->us) << s.str();
+    }
+  }
+  EXPECT_EQ(rt::shipped_route_table("sm_80"), nullptr);
+}
+
+TEST(RouteTable, SelectRecordUsesTableFileNoneAndHeuristic) {
+  const auto dev = h200();
+  const fs::path file = fs::temp_directory_path() / ("svdq_routes_" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream f(file);
+    f << sample().to_json();
+  }
+  {
+    RouteVar v(file.c_str());  // the file's record overrides the heuristic for its shape
+    const auto c = rt::select_record(dev, {4096, 3072, 3072, 32, true});
+    EXPECT_EQ(c.build->id, "sm80_gemm_bm128_s4_t1");
+    EXPECT_EQ(c.source, "table sm_90a");
+    // A shape the file does not list: the heuristic (not the shipped table: the file replaces it).
+    const auto h = rt::select_record(dev, {4096, 3072, 3072, 48, true});
+    EXPECT_EQ(h.source, "heuristic");
+    EXPECT_EQ(h.build->id, "sm90_ws_bn256_s6_b2");
+    // A device of another arch ignores an sm_90a table.
+    svdq::jit::DeviceTarget a100 = dev;
+    a100.cc = 80;
+    a100.sm_count = 108;
+    a100.smem_optin = 166912;
+    a100.smem_per_sm = 167936;
+    EXPECT_EQ(rt::select_record(a100, {4096, 3072, 3072, 32, true}).source, "heuristic");
+  }
+  {
+    RouteVar v("none");
+    const auto c = rt::select_record(dev, {4096, 3072, 3072, 32, true});
+    EXPECT_EQ(c.source, "heuristic");
+    EXPECT_EQ(c.build->id, "sm90_ws_bn256_s6_b2");
+  }
+  {
+    RouteVar v(nullptr);  // the shipped table
+    EXPECT_EQ(rt::select_record(dev, {129, 3072, 3072, 32, true}).source, "table sm_90a");
+  }
+  {
+    RouteVar v("/nonexistent/svdq_routes.json");
+    try {
+      rt::select_record(dev, {129, 3072, 3072, 32, true});
+      ADD_FAILURE() << "a missing table file must be an error";
+    } catch (const svdq::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("SVDQ_ROUTE_TABLE"), std::string::npos) << e.what();
+    }
+  }
+  fs::remove(file);
+}
+
+}  // namespace

@@ -1,0 +1,174 @@
+// `svdq tune`: measures every GEMM build that can run on this GPU on each shape of a list (same timing method as
+// `svdq bench`: kernel-active medians, cold L2, candidates interleaved forward and backward) and writes a route
+// table (router/routes.hpp) naming the fastest build per shape. The shipped data/routes/sm_90a.json is its output.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/problem.hpp"
+#include "bench/suite.hpp"
+#include "bench/timer.hpp"
+#include "commands.hpp"
+#include "jit/kernel_cache.hpp"
+#include "jit/nvrtc_compiler.hpp"
+#include "registry/registry.hpp"
+#include "router/routes.hpp"
+#include "svdq/svdq.hpp"
+
+namespace svdq::cli {
+
+namespace {
+
+struct TuneOptions {
+  std::string shapes;  // empty: the default suite
+  std::string out;
+  std::string builds;  // comma-separated candidates; empty: every GEMM build usable here
+  int repeats = 6;
+  int warmup = 2;
+  uint64_t seed = 1;
+  std::string timer = "auto";
+};
+
+// Restores SVDQ_FORCE_BUILD however tuning ends.
+struct ForceGuard {
+  bool had;
+  std::string value;
+  ForceGuard() : had(std::getenv("SVDQ_FORCE_BUILD") != nullptr), value(had ? std::getenv("SVDQ_FORCE_BUILD") : "") {}
+  ~ForceGuard() {
+    if (had) setenv("SVDQ_FORCE_BUILD", value.c_str(), 1);
+    else unsetenv("SVDQ_FORCE_BUILD");
+  }
+};
+
+std::vector<const registry::Build*> candidates(const TuneOptions& o, const jit::DeviceTarget& dev) {
+  std::vector<const registry::Build*> out;
+  if (!o.builds.empty()) {
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = o.builds.find(',', start);
+      const std::string id = o.builds.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      const registry::Build& b = registry::build_by_id(id);  // throws naming the unknown id
+      if (!registry::is_gemm(b))
+        throw Error(ErrorCode::InvalidArgument, "argument '--builds': '" + id + "' is not a GEMM build");
+      if (!registry::runs_on_cc(b, dev.cc) || b.smem_bytes > dev.smem_optin)
+        throw Error(ErrorCode::InvalidArgument, "argument '--builds': '" + id + "' cannot run on this GPU (cc " +
+                                                    std::to_string(dev.cc) + ")");
+      out.push_back(&b);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    return out;
+  }
+  for (const registry::Build* b : registry::usable_builds(dev.cc))
+    if (registry::is_gemm(*b) && registry::toolkit_supports(*b, jit::nvrtc_version_number())) out.push_back(b);
+  return out;
+}
+
+int run_tune(const TuneOptions& o, const std::string& command_line) {
+  if (o.out.empty()) throw Error(ErrorCode::InvalidArgument, "argument '--out' is required");
+  const auto shapes = o.shapes.empty() ? bench::default_suite() : bench::parse_shape_list(o.shapes);
+  const auto kind = bench::parse_timer_kind(o.timer);
+  std::string reason;
+  if (!gpu_available(&reason)) {
+    std::fprintf(stderr, "svdq tune: no CUDA device: %s\n", reason.c_str());
+    return kNoDevice;
+  }
+  const jit::DeviceTarget& dev = jit::current_device();
+  const DeviceInfo info = current_device_info();
+  const auto cands = candidates(o, dev);
+  if (cands.empty()) throw Error(ErrorCode::InvalidArgument, "no GEMM build can run on this GPU");
+  {  // fail on an unwritable destination before a long run
+    std::ofstream probe(o.out + ".tmp");
+    if (!probe) throw Error(ErrorCode::Io, "cannot write '" + o.out + ".tmp'");
+  }
+  cudaStream_t stream = nullptr;
+  bench::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  std::unique_ptr<CUstream_st, void (*)(CUstream_st*)> stream_guard(stream, [](CUstream_st* s) { cudaStreamDestroy(s); });
+  bench::TimerConfig tc;
+  tc.kind = kind;
+  bench::KernelTimer timer(tc, stream);
+  std::printf("svdq tune on %s (cc %d.%d, %d SMs), svdq %s, %zu candidate builds\ntiming: %s\n", info.name.c_str(),
+              info.cc_major, info.cc_minor, info.sm_count, version_string().c_str(), cands.size(), timer.method().c_str());
+  ForceGuard guard;
+  router::RouteTable table;
+  table.arch = jit::target_for_cc(dev.cc);
+  table.device = info.name;
+  table.created = utc_now();
+  table.svdq = version_string();
+  table.command = command_line;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const bench::Shape& s = shapes[i];
+    std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, shapes.size(), s.str().c_str());
+    bench::Problem problem(s, shape_seed(o.seed, s));
+    std::vector<std::vector<double>> us(cands.size());
+    const auto measure = [&](size_t c, bool keep) {
+      setenv("SVDQ_FORCE_BUILD", cands[c]->id.c_str(), 1);
+      const bench::Sample smp = timer.measure([&](Stream st) { problem.run(st); });
+      if (keep) us[c].push_back(smp.us);
+    };
+    for (int w = 0; w < o.warmup; ++w)  // also compiles each candidate outside the samples
+      for (size_t c = 0; c < cands.size(); ++c) measure(c, false);
+    for (int r = 0; r < o.repeats; ++r)  // forward, then backward: every candidate sits at every position
+      for (size_t j = 0; j < cands.size(); ++j) measure(r % 2 ? cands.size() - 1 - j : j, true);
+    std::vector<size_t> order(cands.size());
+    for (size_t c = 0; c < order.size(); ++c) order[c] = c;
+    std::vector<double> med(cands.size());
+    for (size_t c = 0; c < cands.size(); ++c) med[c] = bench::median(us[c]);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return med[a] < med[b]; });
+    router::RouteRecord rec;
+    rec.shape = {s.m, s.n, s.k, s.rank, s.bias};
+    rec.build = cands[order[0]]->id;
+    rec.us = med[order[0]];
+    if (order.size() > 1) {
+      rec.runner_up = cands[order[1]]->id;
+      rec.runner_up_us = med[order[1]];
+    }
+    table.records.push_back(rec);
+    std::printf("%-28s %-24s %9.2f us   (runner-up %s %.2f us)\n", s.str().c_str(), rec.build.c_str(), rec.us,
+                rec.runner_up.empty() ? "-" : rec.runner_up.c_str(), rec.runner_up_us);
+    std::fflush(stdout);
+  }
+  const std::string text = table.to_json();
+  router::RouteTable::parse(text, o.out);  // what we write must load
+  {
+    std::ofstream f(o.out + ".tmp", std::ios::binary | std::ios::trunc);
+    f << text;
+    f.flush();
+    if (!f) throw Error(ErrorCode::Io, "writing '" + o.out + ".tmp' failed");
+  }
+  std::filesystem::rename(o.out + ".tmp", o.out);
+  std::printf("wrote %s (%zu records for %s)\n", o.out.c_str(), table.records.size(), table.arch.c_str());
+  return kOk;
+}
+
+}  // namespace
+
+void add_tune(CLI::App& app, int* exit_code, const std::string& command_line) {
+  auto o = std::make_shared<TuneOptions>();
+  CLI::App* sub = app.add_subcommand("tune", "Measure the candidate GEMM builds per shape on this GPU and write a route table");
+  sub->add_option("--out", o->out, "Route table file to write (JSON; use it with SVDQ_ROUTE_TABLE)")->required();
+  sub->add_option("--shapes", o->shapes, "Comma-separated shapes MxNxK[:rR][:bB] (default: the SPEC §3 suite)");
+  sub->add_option("--builds", o->builds, "Comma-separated candidate build ids (default: every GEMM build usable here)");
+  sub->add_option("--repeats", o->repeats, "Timed samples per candidate per shape")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "Untimed launches per candidate per shape")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "Random seed for the inputs")->capture_default_str();
+  sub->add_option("--timer", o->timer, "Timing method: auto (CUPTI, else CUDA events), cupti, events")
+      ->check(CLI::IsMember({"auto", "cupti", "events"}))
+      ->capture_default_str();
+  sub->callback([o, exit_code, command_line] {
+    *exit_code = guarded("tune", [&] { return run_tune(*o, command_line); });
+  });
+}
+
+}  // namespace svdq::cli
