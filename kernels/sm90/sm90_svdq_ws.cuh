@@ -42,7 +42,7 @@ struct Sm90WsConfig {
   // B rows 0..128*kDqRows-1 belong to the dequant warpgroup (kDqRows per thread); the rest (BN = 192: rows
   // 128..191) to the 256 consumer threads, kCWords words (8 codes each) per thread. With 128x256 tiles the consumers
   // have no registers to spare next to 128 accumulators and two fragment buffers, so the dequant warpgroup takes all.
-  static constexpr int kDqRows = BN == 192 ? 1 : BN / 128;
+  static constexpr int kDqRows = 1;
   static constexpr int kCWords = (BN - 128 * kDqRows) * 8 / 256;
   static constexpr int kFullArrivals = 128 + (kCWords > 0 ? 256 : 0);
   // Loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most BSTAGES, so with
@@ -52,7 +52,7 @@ struct Sm90WsConfig {
   static constexpr int kDequantRegs = 80, kConsumerRegs = 208;
   static_assert(128 * kDequantRegs + 256 * kConsumerRegs <= 65536, "sm90 ws: register budget");
   static_assert(BN == 128 || BN == 192 || BN == 256, "sm90 ws: BN must be 128, 192 or 256");
-  static_assert(kCWords == 0 || kCWords == 2, "sm90 ws: consumer share of B");
+  static_assert(kCWords == 0 || kCWords == 2 || kCWords == 4, "sm90 ws: consumer share of B");
   static_assert(kStage % 256 == 0, "sm90 ws: 32-byte-swizzled TMA boxes need 256-byte aligned slots");
   static_assert(kLookahead >= 1 && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2");
 };
@@ -265,20 +265,6 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       mbar_arrive(full_b + 8 * bs);
     }
   };
-  // d fragments of rank tile t (columns beyond r are zeros, as are l1's).
-  auto rank_frags = [&](int t, u32* af) {
-    const i64 rowa = m0 + ra, rowb = m0 + rb;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const i64 col = 64 * t + 16 * kk + 8 * h + 2 * c;
-        const bool col_ok = col < p.rank;
-        af[4 * kk + 2 * h + 0] = (col_ok && rowa < p.m) ? *reinterpret_cast<const u32*>(p.d + rowa * p.rank + col) : 0u;
-        af[4 * kk + 2 * h + 1] = (col_ok && rowb < p.m) ? *reinterpret_cast<const u32*>(p.d + rowb * p.rank + col) : 0u;
-      }
-    }
-  };
   auto release_b = [&](int it) {  // every wgmma that read B tile `it` is done (this warp waited for them)
     __syncwarp();
     if (lane == 0) mbar_arrive(empty_b + 8 * (it % BSTAGES));
@@ -293,91 +279,78 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     swb = load_scale_word(slot + C::kPackA + C::kPackB, rb) & mask;
     return slot;
   };
-  auto finish_packed = [&](int it, u32 slot) {  // this thread's B words of main tile `it`, then the slot is free
-    b_share(it, slot, it == num_main - 1 ? tail_mask : 0xFFFFFFFFu);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty_p + 8 * (it % STAGES));
-  };
-  auto issue_tile = [&](int it, const u32* cur, bool main_tile) {
-    const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
-    mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      wgmma_fence();
-      if (main_tile) wgmma_rs_f16<BN>(acc, cur + 4 * kk, wgmma_desc_sw128(tile + kk * 32));
-      else wgmma_rs_bf16<BN>(acc, cur + 4 * kk, wgmma_desc_sw128(tile + kk * 32));
-      wgmma_commit();
-    }
-  };
-  // A main step whose next tile is main: the next slot is acquired before the wgmmas are issued so that only
-  // straight-line code sits between them and the waits that free the next fragments part by part (a loop there makes
-  // ptxas wait for every wgmma of the previous tile at once).
-  auto step_mm = [&](int it, const u32* cur, u32* nxt) {
-    u32 swa, swb;
-    const u32 slot = acquire_packed(it + 1, swa, swb);
-    issue_tile(it, cur, true);
-    wgmma_wait_acc<BN, 7>(acc);
-    prepare_part(slot, swa, swb, 0, nxt);
-    wgmma_wait_acc<BN, 6>(acc);
-    prepare_part(slot, swa, swb, 1, nxt);
-    wgmma_wait_acc<BN, 5>(acc);
-    prepare_part(slot, swa, swb, 2, nxt);
-    wgmma_wait_acc<BN, 4>(acc);
-    prepare_part(slot, swa, swb, 3, nxt);
-    if (it >= 1) release_b(it - 1);
-    finish_packed(it + 1, slot);
-  };
-  // The last main step: the next tile is the first rank tile.
-  auto step_mr = [&](int it, const u32* cur, u32* nxt) {
-    issue_tile(it, cur, true);
-    wgmma_wait_acc<BN, 4>(acc);
-    if (it >= 1) release_b(it - 1);
-    rank_frags(0, nxt);
-    if constexpr (C::kCWords > 0) mbar_arrive(full_b + 8 * ((it + 1) % BSTAGES));  // this thread's share of arrivals
-  };
-  auto rank_loop = [&](u32* first, u32* second) {
-    wgmma_wait_acc<BN, 0>(acc);
-    release_b(num_main - 1);
-    // The main term back to its true scale (exact, a power of two) before the rank steps.
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
-    auto step_rank = [&](int it, const u32* cur, u32* nxt) {
-      issue_tile(it, cur, false);
-      if (it + 1 < total) {
-        wgmma_wait_acc<BN, 4>(acc);
-        if (it - 1 >= num_main) release_b(it - 1);
-        rank_frags(it + 1 - num_main, nxt);
-        if constexpr (C::kCWords > 0) mbar_arrive(full_b + 8 * ((it + 1) % BSTAGES));
+  // This thread's share of B tile `it` before anyone issues it: dequantized words of a main tile, or only the
+  // arrival for a rank tile (l1 comes by TMA).
+  auto b_share_tile = [&](int it) {
+    if constexpr (C::kCWords > 0) {
+      if (it < num_main) {
+        const int s = it % STAGES;
+        mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
+        b_share(it, packed + s * C::kStage, it == num_main - 1 ? tail_mask : 0xFFFFFFFFu);
+      } else {
+        mbar_arrive(full_b + 8 * (it % BSTAGES));
       }
-    };
-    for (int it = num_main; it < total; it += 2) {
-      step_rank(it, first, second);
-      if (it + 1 < total) step_rank(it + 1, second, first);
     }
   };
 
-  // Two fragment buffers, used alternately (every path below names them statically so they stay in registers).
-  u32 af0[16], af1[16];
-  {
+  // One 16-register fragment buffer rebuilt in place, one k16 part at a time: part s of tile it overwrites part s
+  // of tile it-1 once that group has retired (wait<3>: the later groups are tile it-1's remaining parts and tile
+  // it's earlier ones) and is issued at once, so 3-4 k16 groups per warpgroup stay queued on the tensor cores while
+  // the next part is built. Each part is one straight-line fence..commit; the accumulators are touched only by
+  // wgmma inside the loops (anything else makes ptxas wait for every wgmma).
+  u32 af[16];
+  auto main_tile = [&](int it) {
     u32 swa, swb;
-    const u32 slot = acquire_packed(0, swa, swb);
+    const u32 slot = acquire_packed(it, swa, swb);
+    const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
 #pragma unroll
-    for (int part = 0; part < 4; ++part) prepare_part(slot, swa, swb, part, af0);
-    finish_packed(0, slot);
+    for (int part = 0; part < 4; ++part) {
+      wgmma_wait_acc<BN, 3>(acc);
+      prepare_part(slot, swa, swb, part, af);
+      if (part == 0) mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
+      wgmma_fence();
+      wgmma_rs_f16<BN>(acc, af + 4 * part, wgmma_desc_sw128(tile + part * 32));
+      wgmma_commit();
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_p + 8 * (it % STAGES));  // every part of the slot has been read
+    if (it >= 1) release_b(it - 1);                           // the waits above retired all of tile it-1
+  };
+  auto rank_tile = [&](int it) {
+    const int t = it - num_main;
+    const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
+    const i64 rowa = m0 + ra, rowb = m0 + rb;
+#pragma unroll
+    for (int part = 0; part < 4; ++part) {
+      wgmma_wait_acc<BN, 3>(acc);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // d fragments (columns beyond r are zeros, as are l1's)
+        const i64 col = 64 * t + 16 * part + 8 * h + 2 * c;
+        const bool col_ok = col < p.rank;
+        af[4 * part + 2 * h + 0] = (col_ok && rowa < p.m) ? *reinterpret_cast<const u32*>(p.d + rowa * p.rank + col) : 0u;
+        af[4 * part + 2 * h + 1] = (col_ok && rowb < p.m) ? *reinterpret_cast<const u32*>(p.d + rowb * p.rank + col) : 0u;
+      }
+      if (part == 0) mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
+      wgmma_fence();
+      wgmma_rs_bf16<BN>(acc, af + 4 * part, wgmma_desc_sw128(tile + part * 32));
+      wgmma_commit();
+    }
+    if (it - 1 >= num_main) release_b(it - 1);
+  };
+
+  b_share_tile(0);
+  for (int it = 0; it < num_main; ++it) {
+    main_tile(it);
+    b_share_tile(it + 1);  // it + 1 < total: the rank tiles follow
   }
-  for (int it = 0;;) {
-    if (it + 1 >= num_main) {
-      step_mr(it, af0, af1);
-      rank_loop(af1, af0);
-      break;
-    }
-    step_mm(it++, af0, af1);
-    if (it + 1 >= num_main) {
-      step_mr(it, af1, af0);
-      rank_loop(af0, af1);
-      break;
-    }
-    step_mm(it++, af1, af0);
+  wgmma_wait_acc<BN, 0>(acc);
+  release_b(num_main - 1);
+  // The main term back to its true scale (exact, a power of two) before the rank steps.
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
+  for (int it = num_main; it < total; ++it) {
+    rank_tile(it);
+    if (it + 1 < total) b_share_tile(it + 1);
   }
   wgmma_wait_acc<BN, 0>(acc);
   pdl_launch_dependents();
