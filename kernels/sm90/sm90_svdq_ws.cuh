@@ -2,15 +2,14 @@
 // then two "consumer" warpgroups (setmaxnreg moves registers from the first to the second kind):
 //
 //   dequant (thread 0 also issues the loads): packed FP4 tiles of A and B come in by TMA (32-byte swizzle) and their
-//       512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of mbarrier-guarded slots. Each thread
-//       dequantizes B rows (tid, and tid + 128 when BN = 256) into an FP16 tile in the 128-byte-swizzled K-major
-//       layout (BSTAGES-deep ring) that wgmma reads from shared memory. For the rank steps thread 0 TMA-loads l1
-//       (BF16) into the same ring.
-//   consumers (64 rows each): issue wgmma.m64nBNk16 (A from registers, B from the tile, FP32 accumulators) for tile
-//       it, and while it runs prepare tile it+1: with BN = 192 their share of B (rows 128..191, two words per
-//       thread) into the B ring, and their A rows dequantized straight into wgmma A-fragment registers (RS form, no
-//       shared-memory round trip). Rank steps load d fragments from global memory into the same registers and run
-//       BF16 wgmma into the same accumulators; then the fused epilogue.
+//       512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of mbarrier-guarded slots. Thread t
+//       dequantizes B row t into an FP16 tile in the 128-byte-swizzled K-major layout (BSTAGES-deep ring) that wgmma
+//       reads from shared memory. For the rank steps thread 0 TMA-loads l1 (BF16) into the same ring.
+//   consumers (64 rows each): dequantize B rows 128..BN-1 (a few words per thread) into the same tile, and their
+//       A rows straight into wgmma A-fragment registers (RS form, no shared-memory round trip), one k16 part at a
+//       time, each part issued as wgmma.m64nBNk16 (FP32 accumulators) as soon as it is built. Rank steps load d
+//       fragments from global memory into the same registers and run BF16 wgmma into the same accumulators; then
+//       the fused epilogue.
 //
 // K order and per-k16 product sets are those of the other programs (main K tiles of 64 in order, k16 steps in order,
 // inside each group of 8 the order (0,4,1,5,2,6,3,7); then the rank in k16 steps), so the results are bitwise theirs.
@@ -39,9 +38,8 @@ struct Sm90WsConfig {
   static constexpr int kOffPacked = BSTAGES * kBTile;
   static constexpr int kOffBars = kOffPacked + STAGES * kStage;
   static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * BSTAGES) * 8 + 1024;  // + slack for 1024-byte alignment
-  // B rows 0..128*kDqRows-1 belong to the dequant warpgroup (kDqRows per thread); the rest (BN = 192: rows
-  // 128..191) to the 256 consumer threads, kCWords words (8 codes each) per thread. With 128x256 tiles the consumers
-  // have no registers to spare next to 128 accumulators and two fragment buffers, so the dequant warpgroup takes all.
+  // B rows 0..128*kDqRows-1 belong to the dequant warpgroup (kDqRows per thread); the rest (rows 128..BN-1) to the
+  // 256 consumer threads, kCWords words (8 codes each) per thread.
   static constexpr int kDqRows = 1;
   static constexpr int kCWords = (BN - 128 * kDqRows) * 8 / 256;
   static constexpr int kFullArrivals = 128 + (kCWords > 0 ? 256 : 0);
