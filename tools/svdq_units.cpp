@@ -7,8 +7,8 @@
 #include "registry/registry.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: svdq_units DIR\n");
+  if (argc != 2 || argv[1][0] == '-') {  // an option is never a directory name here
+    std::fprintf(stderr, "usage: svdq_units DIR   (writes every build's rendered unit as DIR/<build id>.cu)\n");
     return 2;
   }
   const std::filesystem::path dir(argv[1]);
