@@ -47,25 +47,36 @@ struct ForceGuard {
   }
 };
 
-std::vector<const registry::Build*> candidates(const TuneOptions& o, const jit::DeviceTarget& dev) {
+// The --builds list: known GEMM build ids (checked before any device work).
+std::vector<const registry::Build*> parse_builds(const std::string& list) {
   std::vector<const registry::Build*> out;
-  if (!o.builds.empty()) {
-    size_t start = 0;
-    for (;;) {
-      const size_t comma = o.builds.find(',', start);
-      const std::string id = o.builds.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      const registry::Build& b = registry::build_by_id(id);  // throws naming the unknown id
-      if (!registry::is_gemm(b))
-        throw Error(ErrorCode::InvalidArgument, "argument '--builds': '" + id + "' is not a GEMM build");
-      if (!registry::runs_on_cc(b, dev.cc) || b.smem_bytes > dev.smem_optin)
-        throw Error(ErrorCode::InvalidArgument, "argument '--builds': '" + id + "' cannot run on this GPU (cc " +
-                                                    std::to_string(dev.cc) + ")");
-      out.push_back(&b);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    return out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = list.find(',', start);
+    const std::string id = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const registry::Build* b = nullptr;
+    for (const auto& x : registry::all_builds())
+      if (x.id == id) b = &x;
+    if (!b) throw Error(ErrorCode::InvalidArgument, "argument '--builds': unknown build id '" + id + "' (see svdq info)");
+    if (!registry::is_gemm(*b))
+      throw Error(ErrorCode::InvalidArgument, "argument '--builds': '" + id + "' is not a GEMM build");
+    out.push_back(b);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
+  return out;
+}
+
+std::vector<const registry::Build*> candidates(const std::vector<const registry::Build*>& listed,
+                                               const jit::DeviceTarget& dev) {
+  std::vector<const registry::Build*> out;
+  for (const registry::Build* b : listed) {
+    if (!registry::runs_on_cc(*b, dev.cc) || b->smem_bytes > dev.smem_optin)
+      throw Error(ErrorCode::InvalidArgument, "argument '--builds': '" + b->id + "' cannot run on this GPU (cc " +
+                                                  std::to_string(dev.cc) + ")");
+    out.push_back(b);
+  }
+  if (!listed.empty()) return out;
   for (const registry::Build* b : registry::usable_builds(dev.cc))
     if (registry::is_gemm(*b) && registry::toolkit_supports(*b, jit::nvrtc_version_number())) out.push_back(b);
   return out;
@@ -75,6 +86,7 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
   if (o.out.empty()) throw Error(ErrorCode::InvalidArgument, "argument '--out' is required");
   const auto shapes = o.shapes.empty() ? bench::default_suite() : bench::parse_shape_list(o.shapes);
   const auto kind = bench::parse_timer_kind(o.timer);
+  const auto listed = o.builds.empty() ? std::vector<const registry::Build*>{} : parse_builds(o.builds);
   std::string reason;
   if (!gpu_available(&reason)) {
     std::fprintf(stderr, "svdq tune: no CUDA device: %s\n", reason.c_str());
@@ -82,7 +94,7 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
   }
   const jit::DeviceTarget& dev = jit::current_device();
   const DeviceInfo info = current_device_info();
-  const auto cands = candidates(o, dev);
+  const auto cands = candidates(listed, dev);
   if (cands.empty()) throw Error(ErrorCode::InvalidArgument, "no GEMM build can run on this GPU");
   {  // fail on an unwritable destination before a long run
     std::ofstream probe(o.out + ".tmp");

@@ -1,0 +1,59 @@
+// The CLI rejects bad command lines before touching a device or writing a file: usage errors exit 64 with one line
+// naming the argument (these run on machines without a GPU, where the device check would otherwise answer first).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct CliResult {
+  int code = -1;
+  std::string out;  // stdout and stderr
+};
+
+CliResult run_cli(const std::string& args) {
+  CliResult r;
+  const std::string cmd = std::string(SVDQ_CLI) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(CliUsage, TuneNeedsOut) {
+  const CliResult r = run_cli("tune");
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find("--out"), std::string::npos) << r.out;
+}
+
+TEST(CliUsage, TuneRejectsUnknownAndNonGemmBuilds) {
+  const auto out = std::filesystem::temp_directory_path() / "svdq_cli_usage_table.json";
+  std::filesystem::remove(out);
+  CliResult r = run_cli("tune --out " + out.string() + " --builds sm90_ws_bn256_s6_b2,no_such_build");
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find("no_such_build"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--builds"), std::string::npos) << r.out;
+  r = run_cli("tune --out " + out.string() + " --builds smxx_quantize");
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find("not a GEMM build"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(out.string() + ".tmp"));
+}
+
+TEST(CliUsage, BenchRouteTablesGoTogether) {
+  for (const char* args : {"bench --routes-b none", "bench --routes-a none"}) {
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.code, 64) << args << ": " << r.out;
+    EXPECT_NE(r.out.find("'--routes-a' and '--routes-b' go together"), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace
