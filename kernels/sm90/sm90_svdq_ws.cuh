@@ -218,11 +218,6 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 
-  // The wgmmas of a tile are committed as 4 groups (one per k16 step), so the fragments of the next tile can be
-  // written part by part as soon as the group that last read those registers is done: while a part is prepared the
-  // tensor cores still hold 4 to 7 queued groups. Anything else between the wgmmas (a branch between kinds of step,
-  // touching the accumulators) would make ptxas wait for every wgmma each step.
-  //
   // Part s (0..3) of a main tile's fragments: rows ra, rb, words 2s and 2s+1 (K group s); swa/swb are the rows'
   // (masked) scale words.
   auto prepare_part = [&](u32 slot, u32 swa, u32 swb, int s, u32* af) {
