@@ -25,4 +25,14 @@ std::optional<std::string> get_string(const char* name) {
   return std::string(raw);
 }
 
+ScopedVar::ScopedVar(const char* name) : name_(name), had_(std::getenv(name) != nullptr), old_(had_ ? std::getenv(name) : "") {}
+
+ScopedVar::~ScopedVar() {
+  if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
+  else ::unsetenv(name_.c_str());
+}
+
+void ScopedVar::set(const std::string& value) const { ::setenv(name_.c_str(), value.c_str(), 1); }
+void ScopedVar::unset() const { ::unsetenv(name_.c_str()); }
+
 }  // namespace svdq::env

@@ -10,4 +10,21 @@ bool get_bool(const char* name, bool fallback);
 // Unset or empty -> nullopt.
 std::optional<std::string> get_string(const char* name);
 
+// Changes one variable for a scope (tools and tests that steer the router) and restores its previous value, or its
+// absence, when the scope ends.
+class ScopedVar {
+ public:
+  explicit ScopedVar(const char* name);
+  ~ScopedVar();
+  ScopedVar(const ScopedVar&) = delete;
+  ScopedVar& operator=(const ScopedVar&) = delete;
+  void set(const std::string& value) const;
+  void unset() const;
+
+ private:
+  std::string name_;
+  bool had_;
+  std::string old_;
+};
+
 }  // namespace svdq::env

@@ -46,3 +46,21 @@ TEST(Env, AnythingElseIsAnErrorNamingTheVariable) {
 }
 
 }  // namespace
+
+TEST(EnvScopedVar, RestoresThePreviousValueOrAbsence) {
+  ::setenv("SVDQ_TEST_SCOPED", "before", 1);
+  {
+    const svdq::env::ScopedVar v("SVDQ_TEST_SCOPED");
+    v.set("inside");
+    EXPECT_STREQ(std::getenv("SVDQ_TEST_SCOPED"), "inside");
+    v.unset();
+    EXPECT_EQ(std::getenv("SVDQ_TEST_SCOPED"), nullptr);
+  }
+  EXPECT_STREQ(std::getenv("SVDQ_TEST_SCOPED"), "before");
+  ::unsetenv("SVDQ_TEST_SCOPED");
+  {
+    const svdq::env::ScopedVar v("SVDQ_TEST_SCOPED");
+    v.set("inside");
+  }
+  EXPECT_EQ(std::getenv("SVDQ_TEST_SCOPED"), nullptr);
+}

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bench/suite.hpp"
+#include "common/env.hpp"
 #include "registry/registry.hpp"
 #include "router/router.hpp"
 #include "router/routes.hpp"
@@ -40,13 +41,13 @@ rt::RouteTable sample() {
   return t;
 }
 
-// Sets or unsets SVDQ_ROUTE_TABLE for one test.
+// SVDQ_ROUTE_TABLE set to `v` (nullptr: unset) for one scope.
 struct RouteVar {
+  svdq::env::ScopedVar var{"SVDQ_ROUTE_TABLE"};
   explicit RouteVar(const char* v) {
-    if (v) setenv("SVDQ_ROUTE_TABLE", v, 1);
-    else unsetenv("SVDQ_ROUTE_TABLE");
+    if (v) var.set(v);
+    else var.unset();
   }
-  ~RouteVar() { unsetenv("SVDQ_ROUTE_TABLE"); }
 };
 
 svdq::jit::DeviceTarget h200() {

@@ -15,6 +15,7 @@
 #include "gpu_test_util.hpp"
 #include "reference/reference.hpp"
 #include "bench/suite.hpp"
+#include "common/env.hpp"
 #include "registry/registry.hpp"
 
 namespace {
@@ -208,6 +209,27 @@ TEST(GpuMmDeterminism, BatchInvariance) {
   }
 }
 
+// Runs one problem with each build of `ids` forced in turn and expects the same bytes from all of them.
+void expect_builds_agree(const Shape& s, uint64_t seed, const std::vector<std::string>& ids) {
+  SCOPED_TRACE(s.str() + ", " + seed_trace(seed));
+  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
+  Problem p(s, seed);
+  std::vector<uint16_t> first;
+  for (const std::string& id : ids) {
+    force.set(id);
+    p.poison_output();
+    p.run();
+    const std::vector<uint16_t> out = p.download_output();
+    if (first.empty()) {
+      first = out;
+      continue;
+    }
+    int64_t diff = 0;
+    for (size_t e = 0; e < out.size(); ++e) diff += out[e] != first[e];
+    EXPECT_EQ(diff, 0) << "build " << id << " differs from build " << ids.front();
+  }
+}
+
 // Every GEMM build usable on this device (portable and sm_90a alike), forced in turn, gives the same bytes
 // (SPEC §1 determinism contract).
 TEST(GpuMmDeterminism, AllBuildsAgreeBitwise) {
@@ -218,38 +240,9 @@ TEST(GpuMmDeterminism, AllBuildsAgreeBitwise) {
   for (const svdq::registry::Build* b : svdq::registry::usable_builds(cc))
     if (svdq::registry::is_gemm(*b)) ids.push_back(b->id);
   ASSERT_GE(ids.size(), cc == 90 ? 5u : 1u);
-  // Restores SVDQ_FORCE_BUILD however the test leaves.
-  struct EnvGuard {
-    bool had;
-    std::string value;
-    EnvGuard() : had(std::getenv("SVDQ_FORCE_BUILD") != nullptr), value(had ? std::getenv("SVDQ_FORCE_BUILD") : "") {}
-    ~EnvGuard() {
-      if (had)
-        setenv("SVDQ_FORCE_BUILD", value.c_str(), 1);
-      else
-        unsetenv("SVDQ_FORCE_BUILD");
-    }
-  } guard;
   for (const Shape& s : {make_shape(129, 3072, 3072, 96, true), make_shape(1, 4096, 12288, 32, false),
-                         make_shape(1000, 3072, 3072, 256, true), make_shape(130, 160, 96, 48, true)}) {
-    const uint64_t seed = seed_for(s, 2004);
-    SCOPED_TRACE(s.str() + ", " + seed_trace(seed));
-    Problem p(s, seed);
-    std::vector<uint16_t> first;
-    for (const std::string& id : ids) {
-      setenv("SVDQ_FORCE_BUILD", id.c_str(), 1);
-      p.poison_output();
-      p.run();
-      const std::vector<uint16_t> out = p.download_output();
-      if (first.empty()) {
-        first = out;
-        continue;
-      }
-      int64_t diff = 0;
-      for (size_t e = 0; e < out.size(); ++e) diff += out[e] != first[e];
-      EXPECT_EQ(diff, 0) << "build " << id << " differs from build " << ids.front();
-    }
-  }
+                         make_shape(1000, 3072, 3072, 256, true), make_shape(130, 160, 96, 48, true)})
+    expect_builds_agree(s, seed_for(s, 2004), ids);
 }
 
 // Every sm_90a build gives the same bytes on every shape of the default suite (issue #3's determinism contract;
@@ -263,28 +256,7 @@ TEST(GpuMmDeterminism, Sm90BuildsAgreeOnSuiteShapes) {
   for (const svdq::registry::Build* b : svdq::registry::usable_builds(cc))
     if (svdq::registry::is_gemm(*b) && svdq::registry::is_sm90a_program(b->program)) ids.push_back(b->id);
   ASSERT_GE(ids.size(), 6u);
-  struct EnvGuard {
-    ~EnvGuard() { unsetenv("SVDQ_FORCE_BUILD"); }
-  } guard;
-  for (const svdq::bench::Shape& s : svdq::bench::default_suite()) {
-    const uint64_t seed = seed_for(s, 2005);
-    SCOPED_TRACE(s.str() + ", " + seed_trace(seed));
-    Problem p(s, seed);
-    std::vector<uint16_t> first;
-    for (const std::string& id : ids) {
-      setenv("SVDQ_FORCE_BUILD", id.c_str(), 1);
-      p.poison_output();
-      p.run();
-      const std::vector<uint16_t> out = p.download_output();
-      if (first.empty()) {
-        first = out;
-        continue;
-      }
-      int64_t diff = 0;
-      for (size_t e = 0; e < out.size(); ++e) diff += out[e] != first[e];
-      EXPECT_EQ(diff, 0) << "build " << id << " differs from build " << ids.front();
-    }
-  }
+  for (const svdq::bench::Shape& s : svdq::bench::default_suite()) expect_builds_agree(s, seed_for(s, 2005), ids);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "bench/problem.hpp"
 #include "bench/suite.hpp"
 #include "bench/timer.hpp"
+#include "common/env.hpp"
 #include "jit/kernel_cache.hpp"
 #include "router/routes.hpp"
 #include "commands.hpp"
@@ -54,19 +55,9 @@ struct Result {
 constexpr Op kGroup[] = {kSvdq, kGemm, kUnfused, kUnfused, kGemm, kSvdq};
 constexpr Op kGroupAB[] = {kSvdq, kSvdqB, kGemm, kUnfused, kUnfused, kGemm, kSvdqB, kSvdq};
 
-// Points the router at route table A or B (SVDQ_ROUTE_TABLE) for an A/B run; restores the variable afterwards.
-struct RouteEnv {
-  bool had;
-  std::string value;
-  RouteEnv() : had(std::getenv("SVDQ_ROUTE_TABLE") != nullptr), value(had ? std::getenv("SVDQ_ROUTE_TABLE") : "") {}
-  ~RouteEnv() {
-    if (had) setenv("SVDQ_ROUTE_TABLE", value.c_str(), 1);
-    else unsetenv("SVDQ_ROUTE_TABLE");
-  }
-  static void use(const std::string& table) { setenv("SVDQ_ROUTE_TABLE", table.c_str(), 1); }
-};
-
-void run_session(const BenchOptions& o, bench::KernelTimer& timer, const bench::Cublas& blas, Result& r) {
+// `route`: SVDQ_ROUTE_TABLE, pointed at table A or B before each svdq launch of an A/B run.
+void run_session(const BenchOptions& o, bench::KernelTimer& timer, const bench::Cublas& blas, Result& r,
+                 const env::ScopedVar& route) {
   const uint64_t seed = shape_seed(o.seed, r.shape);
   // Built per session and freed after it, so memory stays that of one shape however long the suite is.
   std::optional<bench::Problem> problem;
@@ -90,7 +81,7 @@ void run_session(const BenchOptions& o, bench::KernelTimer& timer, const bench::
   };
   const auto measure = [&](Op op, bool keep) {
     if ((op == kSvdq || op == kSvdqB) && !svdq_ok) return;
-    if (o.ab() && (op == kSvdq || op == kSvdqB)) RouteEnv::use(op == kSvdq ? o.routes_a : o.routes_b);
+    if (o.ab() && (op == kSvdq || op == kSvdqB)) route.set(op == kSvdq ? o.routes_a : o.routes_b);
     try {
       const bench::Sample s = timer.measure(launch(op));
       if (keep) {
@@ -228,14 +219,14 @@ int run_bench(const BenchOptions& o, const std::string& command_line) {
 
   std::vector<Result> results(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) results[i].shape = shapes[i];
-  RouteEnv route_env;  // restores SVDQ_ROUTE_TABLE after an A/B run
+  const env::ScopedVar route("SVDQ_ROUTE_TABLE");  // restored after an A/B run
   if (o.ab()) {
     const jit::DeviceTarget& target = jit::current_device();
     for (auto& r : results) {
       const router::MmShape ms{r.shape.m, r.shape.n, r.shape.k, r.shape.rank, r.shape.bias};
-      RouteEnv::use(o.routes_a);  // also loads and checks the table files before the run
+      route.set(o.routes_a);  // also loads and checks the table files before the run
       r.build_a = router::select_record(target, ms).build->id;
-      RouteEnv::use(o.routes_b);
+      route.set(o.routes_b);
       r.build_b = router::select_record(target, ms).build->id;
     }
     std::printf("route tables: A = %s, B = %s\n", o.routes_a.c_str(), o.routes_b.c_str());
@@ -245,7 +236,7 @@ int run_bench(const BenchOptions& o, const std::string& command_line) {
       for (size_t i = 0; i < shapes.size(); ++i) {
         std::fprintf(stderr, "[session %d/%d] [%zu/%zu] %s\n", s + 1, o.sessions, i + 1, shapes.size(),
                      shapes[i].str().c_str());
-        run_session(o, timer, blas, results[i]);
+        run_session(o, timer, blas, results[i], route);
       }
   } catch (const Error&) {
     // A sticky CUDA error ends the run; what was measured up to it is still worth a table and a file.

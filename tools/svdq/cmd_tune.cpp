@@ -15,6 +15,7 @@
 #include "bench/problem.hpp"
 #include "bench/suite.hpp"
 #include "bench/timer.hpp"
+#include "common/env.hpp"
 #include "commands.hpp"
 #include "jit/kernel_cache.hpp"
 #include "jit/nvrtc_compiler.hpp"
@@ -34,17 +35,6 @@ struct TuneOptions {
   int warmup = 2;
   uint64_t seed = 1;
   std::string timer = "auto";
-};
-
-// Restores SVDQ_FORCE_BUILD however tuning ends.
-struct ForceGuard {
-  bool had;
-  std::string value;
-  ForceGuard() : had(std::getenv("SVDQ_FORCE_BUILD") != nullptr), value(had ? std::getenv("SVDQ_FORCE_BUILD") : "") {}
-  ~ForceGuard() {
-    if (had) setenv("SVDQ_FORCE_BUILD", value.c_str(), 1);
-    else unsetenv("SVDQ_FORCE_BUILD");
-  }
 };
 
 // The --builds list: known GEMM build ids (checked before any device work).
@@ -108,7 +98,7 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
   bench::KernelTimer timer(tc, stream);
   std::printf("svdq tune on %s (cc %d.%d, %d SMs), svdq %s, %zu candidate builds\ntiming: %s\n", info.name.c_str(),
               info.cc_major, info.cc_minor, info.sm_count, version_string().c_str(), cands.size(), timer.method().c_str());
-  ForceGuard guard;
+  const env::ScopedVar force("SVDQ_FORCE_BUILD");  // restored however tuning ends
   router::RouteTable table;
   table.arch = jit::target_for_cc(dev.cc);
   table.device = info.name;
@@ -121,7 +111,7 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
     bench::Problem problem(s, shape_seed(o.seed, s));
     std::vector<std::vector<double>> us(cands.size());
     const auto measure = [&](size_t c, bool keep) {
-      setenv("SVDQ_FORCE_BUILD", cands[c]->id.c_str(), 1);
+      force.set(cands[c]->id);
       const bench::Sample smp = timer.measure([&](Stream st) { problem.run(st); });
       if (keep) us[c].push_back(smp.us);
     };
