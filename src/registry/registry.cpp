@@ -155,9 +155,14 @@ const std::vector<Build>& all_builds() {
   return builds;
 }
 
-const Build& build_by_id(const std::string& id) {
+const Build* find_build(const std::string& id) {
   for (const auto& b : all_builds())
-    if (b.id == id) return b;
+    if (b.id == id) return &b;
+  return nullptr;
+}
+
+const Build& build_by_id(const std::string& id) {
+  if (const Build* b = find_build(id)) return *b;
   std::string known;
   for (const auto& b : all_builds()) known += (known.empty() ? "" : ", ") + b.id;
   throw Error(ErrorCode::InvalidArgument, "unknown build id '" + id + "' (known: " + known + ")");

@@ -28,6 +28,7 @@ struct Build {
 
 const std::vector<Build>& all_builds();
 const Build& build_by_id(const std::string& id);  // throws svdq::Error for an unknown ID
+const Build* find_build(const std::string& id);   // nullptr for an unknown ID
 std::vector<const Build*> usable_builds(int cc);  // builds that run on that CC and whose smem fits it
 int max_smem_optin_for_cc(int cc);               // dynamic shared memory a block may opt into, by CC
 

@@ -91,15 +91,13 @@ RouteTable RouteTable::parse(const std::string& json_text, const std::string& or
     rec.us = num_field(r, "us", origin, where);
     rec.runner_up = str_field(r, "runner_up", origin, where);
     rec.runner_up_us = num_field(r, "runner_up_us", origin, where);
-    for (const std::string* id : {&rec.build, &rec.runner_up}) {
-      if (id->empty() && id == &rec.runner_up) continue;
-      try {
-        if (!registry::is_gemm(registry::build_by_id(*id))) bad(origin, where + ": build '" + *id + "' is not a GEMM build");
-      } catch (const Error& e) {
-        if (std::string(e.what()).rfind("route table", 0) == 0) throw;
-        bad(origin, where + ": " + e.what());
-      }
-    }
+    const auto check_build = [&](const std::string& id) {
+      const registry::Build* b = registry::find_build(id);
+      if (!b) bad(origin, where + ": unknown build id '" + id + "'");
+      if (!registry::is_gemm(*b)) bad(origin, where + ": build '" + id + "' is not a GEMM build");
+    };
+    check_build(rec.build);
+    if (!rec.runner_up.empty()) check_build(rec.runner_up);
     if (!seen.insert(key(rec.shape)).second) bad(origin, where + " repeats the shape of an earlier record");
     t.records.push_back(rec);
   }

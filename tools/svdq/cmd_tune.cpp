@@ -44,9 +44,7 @@ std::vector<const registry::Build*> parse_builds(const std::string& list) {
   for (;;) {
     const size_t comma = list.find(',', start);
     const std::string id = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const registry::Build* b = nullptr;
-    for (const auto& x : registry::all_builds())
-      if (x.id == id) b = &x;
+    const registry::Build* b = registry::find_build(id);
     if (!b) throw Error(ErrorCode::InvalidArgument, "argument '--builds': unknown build id '" + id + "' (see svdq info)");
     if (!registry::is_gemm(*b))
       throw Error(ErrorCode::InvalidArgument, "argument '--builds': '" + id + "' is not a GEMM build");
