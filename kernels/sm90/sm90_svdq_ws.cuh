@@ -162,7 +162,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       tma_prefetch_desc(&P.tma_l1);
       for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it);
     }
-    for (int it = 0; it < num_main; ++it) {  // B rows tid (and tid + 128) of every main K tile
+    for (int it = 0; it < num_main; ++it) {  // B row(s) tid + 128 r, r < kDqRows, of every main K tile
       if (tid == 0 && it + C::kLookahead < num_main) issue(it + C::kLookahead);
       const int s = it % STAGES;
       const u32 slot = packed + s * C::kStage;
