@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/json_fields.hpp"
 #include "svdq/error.hpp"
 
 namespace svdq::package {
@@ -13,32 +14,8 @@ namespace svdq::package {
 namespace {
 
 using nlohmann::json;
-
-[[noreturn]] void bad(const std::string& origin, const std::string& what) {
-  throw Error(ErrorCode::InvalidArgument, origin + ": " + what);
-}
-
-const json& member(const json& obj, const char* key, const std::string& origin, const std::string& where) {
-  if (!obj.is_object() || !obj.contains(key)) bad(origin, where + " has no '" + key + "'");
-  return obj.at(key);
-}
-
-std::string get_string(const json& obj, const char* key, const std::string& origin, const std::string& where) {
-  const json& v = member(obj, key, origin, where);
-  if (!v.is_string()) bad(origin, where + "." + key + " must be a string");
-  return v.get<std::string>();
-}
-
-std::vector<int> get_ints(const json& obj, const char* key, const std::string& origin, const std::string& where) {
-  const json& v = member(obj, key, origin, where);
-  if (!v.is_array()) bad(origin, where + "." + key + " must be an array of integers");
-  std::vector<int> out;
-  for (const auto& x : v) {
-    if (!x.is_number_integer()) bad(origin, where + "." + key + " must hold integers only");
-    out.push_back(x.get<int>());
-  }
-  return out;
-}
+using jsonf::fail;
+using jsonf::member;
 
 bool contains_cc(const std::vector<int>& v, int cc) { return std::find(v.begin(), v.end(), cc) != v.end(); }
 
@@ -54,38 +31,38 @@ Tiers parse_tiers(const std::string& json_text, const std::string& origin) {
   try {
     doc = json::parse(json_text);
   } catch (const json::exception& e) {
-    bad(origin, std::string("is not valid JSON: ") + e.what());
+    fail(origin, std::string("is not valid JSON: ") + e.what());
   }
-  if (!doc.is_object()) bad(origin, "must be a JSON object");
+  if (!doc.is_object()) fail(origin, "must be a JSON object");
   Tiers t;
-  t.aarch64_only_ccs = get_ints(doc, "aarch64_only_ccs", origin, "the file");
+  t.aarch64_only_ccs = jsonf::int_list_field(doc, "aarch64_only_ccs", origin, "the file");
   const json& tks = member(doc, "toolkits", origin, "the file");
-  if (!tks.is_array()) bad(origin, "'toolkits' must be an array");
+  if (!tks.is_array()) fail(origin, "'toolkits' must be an array");
   for (size_t i = 0; i < tks.size(); ++i) {
     const std::string where = "toolkits[" + std::to_string(i) + "]";
     ToolkitTier tier;
-    tier.label = get_string(tks[i], "label", origin, where);
-    tier.version = get_string(tks[i], "version", origin, where);
-    tier.nvrtc_archs = get_ints(tks[i], "nvrtc_archs", origin, where);
-    tier.nvrtc_source = get_string(tks[i], "nvrtc_source", origin, where);
+    tier.label = jsonf::string_field(tks[i], "label", origin, where);
+    tier.version = jsonf::string_field(tks[i], "version", origin, where);
+    tier.nvrtc_archs = jsonf::int_list_field(tks[i], "nvrtc_archs", origin, where);
+    tier.nvrtc_source = jsonf::string_field(tks[i], "nvrtc_source", origin, where);
     const json& lists = member(tks[i], "arch_lists", origin, where);
-    if (!lists.is_object()) bad(origin, where + ".arch_lists must be an object of host -> arch list");
+    if (!lists.is_object()) fail(origin, where + ".arch_lists must be an object of host -> arch list");
     for (auto it = lists.begin(); it != lists.end(); ++it) {
-      if (!it.value().is_string()) bad(origin, where + ".arch_lists." + it.key() + " must be a string");
+      if (!it.value().is_string()) fail(origin, where + ".arch_lists." + it.key() + " must be a string");
       tier.arch_lists[it.key()] = it.value().get<std::string>();
     }
     t.toolkits.push_back(std::move(tier));
   }
   const json& drops = member(doc, "documented_drops", origin, "the file");
-  if (!drops.is_array()) bad(origin, "'documented_drops' must be an array");
+  if (!drops.is_array()) fail(origin, "'documented_drops' must be an array");
   for (size_t i = 0; i < drops.size(); ++i) {
     const std::string where = "documented_drops[" + std::to_string(i) + "]";
     DocumentedDrop d;
-    d.from_label = get_string(drops[i], "from", origin, where);
-    d.to_label = get_string(drops[i], "to", origin, where);
-    d.host = get_string(drops[i], "host", origin, where);
-    d.arch = get_string(drops[i], "arch", origin, where);
-    d.reason = get_string(drops[i], "reason", origin, where);
+    d.from_label = jsonf::string_field(drops[i], "from", origin, where);
+    d.to_label = jsonf::string_field(drops[i], "to", origin, where);
+    d.host = jsonf::string_field(drops[i], "host", origin, where);
+    d.arch = jsonf::string_field(drops[i], "arch", origin, where);
+    d.reason = jsonf::string_field(drops[i], "reason", origin, where);
     t.documented_drops.push_back(std::move(d));
   }
   return t;

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "common/env.hpp"
+#include "common/json_fields.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "router/router.hpp"
 #include "svdq/error.hpp"
@@ -22,31 +23,6 @@ const std::vector<std::pair<std::string, std::string>>& embedded_route_tables();
 namespace {
 
 using nlohmann::json;
-
-[[noreturn]] void bad(const std::string& origin, const std::string& what) {
-  throw Error(ErrorCode::InvalidArgument, "route table " + origin + ": " + what);
-}
-
-const json& member(const json& obj, const char* key, const std::string& origin, const std::string& where) {
-  if (!obj.is_object() || !obj.contains(key)) bad(origin, where + " has no field '" + key + "'");
-  return obj.at(key);
-}
-std::string str_field(const json& obj, const char* key, const std::string& origin, const std::string& where) {
-  const json& v = member(obj, key, origin, where);
-  if (!v.is_string()) bad(origin, where + " field '" + key + "' must be a string");
-  return v.get<std::string>();
-}
-int64_t int_field(const json& obj, const char* key, const std::string& origin, const std::string& where, int64_t lo) {
-  const json& v = member(obj, key, origin, where);
-  if (!v.is_number_integer() || v.get<int64_t>() < lo)
-    bad(origin, where + " field '" + key + "' must be an integer >= " + std::to_string(lo));
-  return v.get<int64_t>();
-}
-double num_field(const json& obj, const char* key, const std::string& origin, const std::string& where) {
-  const json& v = member(obj, key, origin, where);
-  if (!v.is_number() || v.get<double>() < 0) bad(origin, where + " field '" + key + "' must be a number >= 0");
-  return v.get<double>();
-}
 
 auto key(const MmShape& s) { return std::make_tuple(s.m, s.n, s.k, s.rank, s.bias); }
 
@@ -61,44 +37,45 @@ std::string read_file(const std::string& path, const char* var) {
 }  // namespace
 
 RouteTable RouteTable::parse(const std::string& json_text, const std::string& origin) {
+  const std::string org = "route table " + origin;  // every failure names the table
   json doc;
   try {
     doc = json::parse(json_text);
   } catch (const json::exception& e) {
-    bad(origin, std::string("not valid JSON (") + e.what() + ")");
+    jsonf::fail(org, std::string("not valid JSON (") + e.what() + ")");
   }
   RouteTable t;
-  t.arch = str_field(doc, "arch", origin, "the file");
-  t.device = str_field(doc, "device", origin, "the file");
-  t.created = str_field(doc, "created", origin, "the file");
-  t.svdq = str_field(doc, "svdq", origin, "the file");
-  t.command = str_field(doc, "command", origin, "the file");
-  const json& recs = member(doc, "records", origin, "the file");
-  if (!recs.is_array()) bad(origin, "field 'records' must be an array");
+  t.arch = jsonf::string_field(doc, "arch", org, "the file");
+  t.device = jsonf::string_field(doc, "device", org, "the file");
+  t.created = jsonf::string_field(doc, "created", org, "the file");
+  t.svdq = jsonf::string_field(doc, "svdq", org, "the file");
+  t.command = jsonf::string_field(doc, "command", org, "the file");
+  const json& recs = jsonf::member(doc, "records", org, "the file");
+  if (!recs.is_array()) jsonf::fail(org, "field 'records' must be an array");
   std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>> seen;
   for (size_t i = 0; i < recs.size(); ++i) {
     const std::string where = "record " + std::to_string(i);
     const json& r = recs[i];
     RouteRecord rec;
-    rec.shape.m = int_field(r, "m", origin, where, 1);
-    rec.shape.n = int_field(r, "n", origin, where, 1);
-    rec.shape.k = int_field(r, "k", origin, where, 1);
-    rec.shape.rank = int_field(r, "rank", origin, where, 1);
-    const json& b = member(r, "bias", origin, where);
-    if (!b.is_boolean()) bad(origin, where + " field 'bias' must be true or false");
+    rec.shape.m = jsonf::int_field(r, "m", org, where, 1);
+    rec.shape.n = jsonf::int_field(r, "n", org, where, 1);
+    rec.shape.k = jsonf::int_field(r, "k", org, where, 1);
+    rec.shape.rank = jsonf::int_field(r, "rank", org, where, 1);
+    const json& b = jsonf::member(r, "bias", org, where);
+    if (!b.is_boolean()) jsonf::fail(org, where + " field 'bias' must be true or false");
     rec.shape.bias = b.get<bool>();
-    rec.build = str_field(r, "build", origin, where);
-    rec.us = num_field(r, "us", origin, where);
-    rec.runner_up = str_field(r, "runner_up", origin, where);
-    rec.runner_up_us = num_field(r, "runner_up_us", origin, where);
+    rec.build = jsonf::string_field(r, "build", org, where);
+    rec.us = jsonf::number_field(r, "us", org, where, 0.0);
+    rec.runner_up = jsonf::string_field(r, "runner_up", org, where);
+    rec.runner_up_us = jsonf::number_field(r, "runner_up_us", org, where, 0.0);
     const auto check_build = [&](const std::string& id) {
       const registry::Build* b = registry::find_build(id);
-      if (!b) bad(origin, where + ": unknown build id '" + id + "'");
-      if (!registry::is_gemm(*b)) bad(origin, where + ": build '" + id + "' is not a GEMM build");
+      if (!b) jsonf::fail(org, where + ": unknown build id '" + id + "'");
+      if (!registry::is_gemm(*b)) jsonf::fail(org, where + ": build '" + id + "' is not a GEMM build");
     };
     check_build(rec.build);
     if (!rec.runner_up.empty()) check_build(rec.runner_up);
-    if (!seen.insert(key(rec.shape)).second) bad(origin, where + " repeats the shape of an earlier record");
+    if (!seen.insert(key(rec.shape)).second) jsonf::fail(org, where + " repeats the shape of an earlier record");
     t.records.push_back(rec);
   }
   return t;
