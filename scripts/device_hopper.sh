@@ -1,28 +1,36 @@
 #!/usr/bin/env bash
 # The device run behind the Hopper fast-path issue: tune the sm_90a route table, GPU tests, the tests under
 # compute-sanitizer, and the bench comparing the heuristic alone (A) with the tuned table (B).
-# Usage: scripts/device_hopper.sh [build_dir] [what...]   what: tune tests sanitizer bench (default: all)
+# Usage: scripts/device_hopper.sh [build_dir] [what...]   what: sass tune tests sanitizer bench (default: all but sass)
+# Environment: TABLE (route table written by tune, default $OUT/sm_90a.json), UPDATE (tune updates this table
+# instead of writing a fresh one), TUNE_SHAPES / SHAPES (shape lists for tune / bench; default the suite),
+# TESTS_FILTER / SANITIZER_FILTER (gtest filters), ROUTES_A / ROUTES_B (bench A/B tables, default none / TABLE),
+# SESSIONS (bench passes), FILTER (sass: build-name substring).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build/release}; shift || true
 WHAT=${*:-tune tests sanitizer bench}
 OUT=${OUT:-$PWD/.out}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
-CANDIDATES=sm90_ws_bn256_s6_b2,sm90_ws_bn256_s6_b3,sm90_ws_bn128_s8_b3,sm90_ws_bn192_s6_b3,sm90_ws_bn192_s8_b2,sm90_wgmma_bm128_s4,sm80_gemm_bm64_s6_t2
+CANDIDATES=${CANDIDATES:-sm90_ws_bn256_s6_b2,sm90_ws_bn256_s6_b3,sm90_ws_bn128_s8_b3,sm90_ws_bn192_s6_b3,sm90_ws_bn192_s8_b2,sm90_wgmma_bm128_s4,sm80_gemm_bm64_s6_t2,sm90_swap_bm24_s12_b4,sm90_swap_bm72_s12_b4,sm90_swap_bm136_s10_b4}
 TABLE=${TABLE:-$OUT/sm_90a.json}
 status=0
 for w in $WHAT; do
   echo "=== $w ($(date -u +%T))"
   case $w in
-    tune) "$B/svdq" tune --builds "$CANDIDATES" --repeats 6 --warmup 2 --out "$TABLE" > "$OUT/tune.log" 2> "$OUT/tune.err" || status=1
+    sass) FILTER=${FILTER:-sm90} bash scripts/sass_check.sh "$B" > "$OUT/sass.log" 2>&1 || status=1
+          cat "$OUT/sass.log" ;;
+    tune) "$B/svdq" tune --builds "$CANDIDATES" --repeats 6 --warmup 2 --out "$TABLE" ${UPDATE:+--update "$UPDATE"} \
+            ${TUNE_SHAPES:+--shapes "$TUNE_SHAPES"} > "$OUT/tune.log" 2> "$OUT/tune.err" || status=1
           tail -32 "$OUT/tune.log" ;;
-    tests) "$B/svdq_gpu_tests" > "$OUT/gpu_tests.log" 2>&1 || status=1
+    tests) "$B/svdq_gpu_tests" --gtest_filter="${TESTS_FILTER:-*}" > "$OUT/gpu_tests.log" 2>&1 || status=1
            grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|differs" "$OUT/gpu_tests.log" | head -40 ;;
     sanitizer)
            compute-sanitizer --tool memcheck --error-exitcode 99 "$B/svdq_gpu_tests" \
              --gtest_filter="${SANITIZER_FILTER:-*}" > "$OUT/sanitizer.log" 2>&1 || status=1
            grep -E "ERROR SUMMARY|^\[  (FAILED|PASSED) |^\[==========\]" "$OUT/sanitizer.log" | tail -8 ;;
-    bench) "$B/svdq" bench --routes-a none --routes-b "$TABLE" --sessions ${SESSIONS:-2} --csv "$OUT/bench_ab.csv" \
+    bench) "$B/svdq" bench --routes-a "${ROUTES_A:-none}" --routes-b "${ROUTES_B:-$TABLE}" --sessions ${SESSIONS:-2} \
+             ${SHAPES:+--shapes "$SHAPES"} --csv "$OUT/bench_ab.csv" \
              > "$OUT/bench_ab.log" 2> "$OUT/bench_ab.err" || status=1
            cat "$OUT/bench_ab.log"; tail -3 "$OUT/bench_ab.err" ;;
   esac

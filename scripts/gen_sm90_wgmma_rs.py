@@ -22,7 +22,10 @@ w('#include "common/smxx_hd.cuh"')
 w("")
 w("namespace svdq_k {")
 w("")
-for n in (128, 192, 256):
+# N of every program's wgmma: the warp-specialized tiles (128, 192, 256) and the swap-AB activation tiles (24, 72, 136).
+NS = (24, 72, 128, 136, 192, 256)
+PENDING = range(4)
+for n in NS:
     nacc = n // 2
     for ty in ("f16", "bf16"):
         a0 = nacc
@@ -35,12 +38,35 @@ for n in (128, 192, 256):
         w(f"      : {acc_constraints(nacc)}")
         w(f'      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));')
         w("}")
-    for pending in range(8):
+    for pending in PENDING:
         w(f"// Waits until at most {pending} committed wgmma group(s) of this warpgroup are pending; the {nacc} accumulators are")
         w("// operands so the compiler keeps every access to them on the right side of the wait.")
         w(f"SVDQ_DEV void wgmma_wait{pending}_acc{nacc}(float* d) {{")
         w(f'  asm volatile("wgmma.wait_group.sync.aligned {pending};\\n" : {acc_constraints(nacc)} :: "memory");')
         w("}")
     w("")
+# Dispatch by N, so programs name the instruction by their tile width.
+alts = " || ".join(f"N == {n}" for n in NS)
+for ty in ("f16", "bf16"):
+    w(f"// m64nNk16 RS wgmma ({ty} inputs) for a tile width N.")
+    w(f"template <int N>")
+    w(f"SVDQ_DEV void wgmma_rs_{ty}(float* d, const u32* a, u64 desc_b) {{")
+    w(f'  static_assert({alts}, "wgmma_rs_{ty}: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");')
+    for i, n in enumerate(NS):
+        kw = "if" if i == 0 else "else if"
+        w(f"  {kw} constexpr (N == {n}) wgmma_rs_m64n{n}k16_{ty}(d, a, desc_b);")
+    w("}")
+w("// wgmma.wait_group PENDING for a warpgroup whose accumulators are those of an m64nNk16 tile.")
+w("template <int N, int PENDING>")
+w("SVDQ_DEV void wgmma_wait_acc(float* d) {")
+w(f'  static_assert(({alts}) && PENDING >= 0 && PENDING < {len(PENDING)}, "wgmma_wait_acc: not generated");')
+first = True
+for n in NS:
+    for pnd in PENDING:
+        kw = "if" if first else "else if"
+        first = False
+        w(f"  {kw} constexpr (N == {n} && PENDING == {pnd}) wgmma_wait{pnd}_acc{n // 2}(d);")
+w("}")
+w("")
 w("}  // namespace svdq_k")
 print("\n".join(out))

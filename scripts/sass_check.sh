@@ -8,6 +8,7 @@ tmp=$(mktemp -d)
 "$BUILD/svdq_units" "$tmp"   # writes one .cu per build (rendered unit)
 for f in "$tmp"/*.cu; do
   n=$(basename "$f" .cu)
+  [[ -n "${FILTER:-}" && "$n" != *$FILTER* ]] && continue  # FILTER=<substring>: only those builds
   nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Ikernels -Xptxas -v -cubin -o "$tmp/$n.cubin" "$f" 2>&1 |
     grep -E "registers|spill" | sed "s/^/$n: /"
   cuobjdump -sass "$tmp/$n.cubin" > "$tmp/$n.sass"

@@ -31,4 +31,21 @@ SVDQ_DEV void store_fragment(const MmParams& p, float alpha, i64 row0, i64 col, 
   }
 }
 
+// The swap-AB form of store_fragment: the fragment's rows are output columns and its columns output rows, so
+// c0 = (col, row), c1 = (col, row + 1), c2 = (col + 8, row), c3 = (col + 8, row + 1). Same arithmetic per element.
+SVDQ_DEV void store_fragment_t(const MmParams& p, float alpha, i64 col0, i64 row, const float* c) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const i64 col = col0 + 8 * h;
+    if (col >= p.n) continue;
+    const float b = p.bias ? bf16_to_float(p.bias[col]) : 0.0f;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      if (row + e >= p.m) continue;
+      const float v = p.bias ? __fmaf_rn(alpha, c[2 * h + e], b) : __fmul_rn(alpha, c[2 * h + e]);
+      p.out[(row + e) * p.n + col] = (u16)(pack_bf16x2(v, 0.0f) & 0xFFFFu);
+    }
+  }
+}
+
 }  // namespace svdq_k

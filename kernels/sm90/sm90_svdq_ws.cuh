@@ -17,11 +17,8 @@
 // masked to 0), which leaves every FP32 accumulator unchanged.
 #pragma once
 #include "common/sm90_async.cuh"
-#include "common/sm90_wgmma.cuh"
-#include "common/sm90_wgmma_rs.cuh"
-#include "common/smxx_dequant.cuh"
+#include "common/sm90_ws_parts.cuh"
 #include "common/smxx_epilogue.cuh"
-#include "common/smxx_slice_ring.cuh"
 
 namespace svdq_k {
 
@@ -54,51 +51,6 @@ struct Sm90WsConfig {
   static_assert(kStage % 256 == 0, "sm90 ws: 32-byte-swizzled TMA boxes need 256-byte aligned slots");
   static_assert(kLookahead >= 1 && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2");
 };
-
-// The FP16x2 (k_c, k_{c+4}) x s x 2^-7 of one word of 8 codes, for quad lane c, from q >> 4c (the pair c of
-// dequant8_f16, computed alone).
-SVDQ_DEV u32 dequant_pair_f16(u32 q_shifted, u32 scale_h2) {
-  const u32 mag = (q_shifted << 9) & 0x0E000E00u;
-  const u32 sgn = (q_shifted << 12) & 0x80008000u;
-  return hmul2_u32(mag | sgn, scale_h2);
-}
-
-// Address of word w (0..7, K elements 8w..8w+7 of the tile) of row `row` of a packed tile: 32-byte rows of two
-// 16-byte chunks in the 32-byte TMA swizzle (chunk h sits at h ^ bit 2 of the row).
-SVDQ_DEV u32 packed_word_addr(u32 tile, int row, int w) {
-  return tile + row * 32 + ((((w >> 2) ^ (row >> 2)) & 1) << 4) + (w & 3) * 4;
-}
-SVDQ_DEV void load_packed_row(u32 tile, int row, u32* q) {
-  ld_shared_16(packed_word_addr(tile, row, 0), q[0], q[1], q[2], q[3]);
-  ld_shared_16(packed_word_addr(tile, row, 4), q[4], q[5], q[6], q[7]);
-}
-// The 4 scale codes (K groups 0..3 of the tile) of row `row` (0..127) of a 512-byte swizzled scale block.
-SVDQ_DEV u32 load_scale_word(u32 block, int row) { return ld_shared_u32(block + (row & 31) * 16 + ((row >> 5) & 3) * 4); }
-
-template <int BN>
-SVDQ_DEV void wgmma_rs_f16(float* acc, const u32* a, u64 desc_b) {
-  if constexpr (BN == 256) wgmma_rs_m64n256k16_f16(acc, a, desc_b);
-  else if constexpr (BN == 192) wgmma_rs_m64n192k16_f16(acc, a, desc_b);
-  else wgmma_rs_m64n128k16_f16(acc, a, desc_b);
-}
-template <int BN>
-SVDQ_DEV void wgmma_rs_bf16(float* acc, const u32* a, u64 desc_b) {
-  if constexpr (BN == 256) wgmma_rs_m64n256k16_bf16(acc, a, desc_b);
-  else if constexpr (BN == 192) wgmma_rs_m64n192k16_bf16(acc, a, desc_b);
-  else wgmma_rs_m64n128k16_bf16(acc, a, desc_b);
-}
-template <int BN, int PENDING>
-SVDQ_DEV void wgmma_wait_acc(float* acc) {
-#define SVDQ_WS_WAIT(N)                                    \
-  if constexpr (PENDING == N) {                            \
-    if constexpr (BN == 256) wgmma_wait##N##_acc128(acc);  \
-    else if constexpr (BN == 192) wgmma_wait##N##_acc96(acc); \
-    else wgmma_wait##N##_acc64(acc);                       \
-  }
-  SVDQ_WS_WAIT(0) SVDQ_WS_WAIT(1) SVDQ_WS_WAIT(2) SVDQ_WS_WAIT(3)
-  SVDQ_WS_WAIT(4) SVDQ_WS_WAIT(5) SVDQ_WS_WAIT(6) SVDQ_WS_WAIT(7)
-#undef SVDQ_WS_WAIT
-}
 
 template <int BN, int STAGES, int BSTAGES>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
@@ -159,7 +111,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (tid == 0) {
       tma_prefetch_desc(&P.tma_a);
       tma_prefetch_desc(&P.tma_b);
-      tma_prefetch_desc(&P.tma_l1);
+      tma_prefetch_desc(&P.tma_rank);
       for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it);
     }
     for (int it = 0; it < num_main; ++it) {  // B row(s) tid + 128 r, r < kDqRows, of every main K tile
@@ -199,7 +151,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
       if (tid == 0) {
         mbar_arrive_expect_tx(bar, C::kBTile);
-        tma_load_2d(tile, &P.tma_l1, 64 * t, (int)n0, bar);
+        tma_load_2d(tile, &P.tma_rank, 64 * t, (int)n0, bar);
       } else {
         mbar_arrive(bar);
       }
@@ -218,20 +170,6 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 
-  // Part s (0..3) of a main tile's fragments: rows ra, rb, words 2s and 2s+1 (K group s); swa/swb are the rows'
-  // (masked) scale words.
-  auto prepare_part = [&](u32 slot, u32 swa, u32 swb, int s, u32* af) {
-    u32 a0, a1, b0, b1;
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(a0), "=r"(a1) : "r"(packed_word_addr(slot, ra, 2 * s)));
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(packed_word_addr(slot, rb, 2 * s)));
-    // Bytes (code of ra, -, code of rb, -): scale2_half2_x128 reads only bytes 0 and 2.
-    const u32 sab = scale2_half2_x128(__byte_perm(swa, swb, (u32)(s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12))));
-    const u32 sa = half2_lo_lo(sab), sb = half2_hi_hi(sab);
-    af[4 * s + 0] = dequant_pair_f16(a0 >> (4 * c), sa);
-    af[4 * s + 1] = dequant_pair_f16(b0 >> (4 * c), sb);
-    af[4 * s + 2] = dequant_pair_f16(a1 >> (4 * c), sa);
-    af[4 * s + 3] = dequant_pair_f16(b1 >> (4 * c), sb);
-  };
   // This thread's words of B rows 128..BN-1 of main tile `it` into the B ring.
   auto b_share = [&](int it, u32 slot, u32 mask) {
     if constexpr (C::kCWords > 0) {
@@ -299,7 +237,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 #pragma unroll
     for (int part = 0; part < 4; ++part) {
       wgmma_wait_acc<BN, 3>(acc);
-      prepare_part(slot, swa, swb, part, af);
+      rs_fragment_part(slot, ra, rb, swa, swb, part, c, af + 4 * part);
       if (part == 0) mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
       wgmma_fence();
       wgmma_rs_f16<BN>(acc, af + 4 * part, wgmma_desc_sw128(tile + part * 32));

@@ -18,6 +18,7 @@ const char* program_name(Program p) {
     case Program::LoraDown: return "smxx_lora_down";
     case Program::Sm90Wgmma: return "sm90_svdq_wgmma";
     case Program::Sm90Ws: return "sm90_svdq_ws";
+    case Program::Sm90Swap: return "sm90_svdq_swap";
   }
   return "unknown";
 }
@@ -74,6 +75,25 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages) {
   return b;
 }
 
+// Mirrors Sm90SwapConfig in kernels/sm90/sm90_svdq_swap.cuh.
+Build sm90_swap(const std::string& id, int bm, int stages, int xstages) {
+  Build b;
+  b.id = id;
+  b.program = Program::Sm90Swap;
+  b.min_cc = 90;
+  b.max_cc = 90;
+  b.bm = bm;
+  b.bn = 64;
+  b.stages = stages;
+  b.tile_bufs = xstages;
+  b.threads = 384;  // 2 dequant warpgroups + 1 consumer warpgroup
+  const int64_t sf_blocks = (120 + bm + 127) / 128;
+  const int64_t stage = (int64_t(bm) * 32 + 64 * 32 + 512 + sf_blocks * 512 + 255) / 256 * 256;
+  b.smem_bytes = int64_t(xstages) * bm * 128 + stages * stage + (2 * stages + 2 * xstages) * 8 + 1024;
+  b.kernel_name = "svdq_" + id;
+  return b;
+}
+
 Build simple(const std::string& id, Program p, int threads) {
   Build b;
   b.id = id;
@@ -99,6 +119,9 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws_bn128_s8_b3", 128, 8, 3),
       sm90_ws("sm90_ws_bn192_s6_b3", 192, 6, 3),
       sm90_ws("sm90_ws_bn192_s8_b2", 192, 8, 2),
+      sm90_swap("sm90_swap_bm24_s12_b4", 24, 12, 4),
+      sm90_swap("sm90_swap_bm72_s12_b4", 72, 12, 4),
+      sm90_swap("sm90_swap_bm136_s10_b4", 136, 10, 4),
   };
 }
 
@@ -146,6 +169,11 @@ std::string Build::description() const {
          << " packed slots, " << tile_bufs << " FP16 B tiles, a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, "
          << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
+    case Program::Sm90Swap:
+      os << "sm_90a swap-AB wgmma GEMM for small M, tile " << bm << " rows x " << bn << " columns x 64, TMA + mbarrier ring of "
+         << stages << " packed slots, " << tile_bufs << " FP16 A tiles, 2 dequant warpgroups + 1 RS-wgmma consumer warpgroup, "
+         << smem_bytes / 1024 << " KiB smem, sm_90a only";
+      break;
   }
   return os.str();
 }
@@ -188,10 +216,13 @@ bool toolkit_supports(const Build& b, int nvrtc, std::string* why) {
 }
 
 bool is_gemm(const Build& b) {
-  return b.program == Program::PortableGemm || b.program == Program::Sm90Wgmma || b.program == Program::Sm90Ws;
+  return b.program == Program::PortableGemm || b.program == Program::Sm90Wgmma || b.program == Program::Sm90Ws ||
+         b.program == Program::Sm90Swap;
 }
 
-bool is_sm90a_program(Program p) { return p == Program::Sm90Wgmma || p == Program::Sm90Ws; }
+bool is_sm90a_program(Program p) {
+  return p == Program::Sm90Wgmma || p == Program::Sm90Ws || p == Program::Sm90Swap;
+}
 
 std::vector<const Build*> usable_builds(int cc) {
   std::vector<const Build*> out;
@@ -229,6 +260,12 @@ std::string render(const Build& b) {
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
          << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
          << "  svdq_k::sm90_svdq_ws<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ">(p);\n}\n";
+      break;
+    case Program::Sm90Swap:
+      os << "#include \"sm90/sm90_svdq_swap.cuh\"\n"
+         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
+         << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
+         << "  svdq_k::sm90_svdq_swap<" << b.bm << ", " << b.stages << ", " << b.tile_bufs << ">(p);\n}\n";
       break;
     case Program::LoraDown:
       os << "#include \"quantize/smxx_lora_down.cuh\"\n"

@@ -8,7 +8,7 @@
 
 namespace svdq::registry {
 
-enum class Program : int { PortableGemm = 0, Quantize = 1, LoraDown = 2, Sm90Wgmma = 3, Sm90Ws = 4 };
+enum class Program : int { PortableGemm = 0, Quantize = 1, LoraDown = 2, Sm90Wgmma = 3, Sm90Ws = 4, Sm90Swap = 5 };
 const char* program_name(Program p);
 
 struct Build {
@@ -19,6 +19,7 @@ struct Build {
   int min_nvrtc = 120;  // oldest NVRTC (major*10 + minor) that compiles it
   // Parameters (meaning depends on the program).
   // Sm90Ws: stages = packed FP4 slots, tile_bufs = FP16/BF16 B tiles.
+  // Sm90Swap (swap-AB): bm = activation rows per tile (the wgmma N), bn = 64, tile_bufs = FP16/BF16 A tiles.
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block

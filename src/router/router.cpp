@@ -1,5 +1,6 @@
 #include "router/router.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 
@@ -9,6 +10,30 @@
 
 namespace svdq::router {
 
+namespace {
+
+// Small M on Hopper: the swap-AB program (tiles of bm activation rows x 64 output columns). Per K tile of 64 a CTA
+// spends about max(tensor time 2*bm cycles, dequantization issue time ~1.25*(64 + bm) cycles); the estimate is
+// that times the waves of tiles over the SMs, and the cheapest tile height wins.
+const registry::Build& small_m_build(int sm_count, const MmShape& s) {
+  static const char* const kIds[] = {"sm90_swap_bm24_s12_b4", "sm90_swap_bm72_s12_b4", "sm90_swap_bm136_s10_b4"};
+  const registry::Build* best = nullptr;
+  double best_cost = 0.0;
+  for (const char* id : kIds) {
+    const registry::Build& b = registry::build_by_id(id);
+    const int64_t tiles = (s.m + b.bm - 1) / b.bm * ((s.n + b.bn - 1) / b.bn);
+    const int64_t waves = (tiles + sm_count - 1) / sm_count;
+    const double cost = double(waves) * std::max(2.0 * b.bm, 1.25 * (64 + b.bm));
+    if (!best || cost < best_cost) {
+      best = &b;
+      best_cost = cost;
+    }
+  }
+  return *best;
+}
+
+}  // namespace
+
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& s) {
   // Hopper: the warp-specialized sm_90a program (sm_90a code runs on exactly 9.0). Measured on an H200
   // (bench/results/2026-11-29_h200_sm90_ws.md): 128x256 tiles are fastest once they fill every SM; with fewer
@@ -16,6 +41,7 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   const registry::Build& wide = registry::build_by_id("sm90_ws_bn256_s6_b2");
   const registry::Build& narrow = registry::build_by_id("sm90_ws_bn128_s8_b3");
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
+    if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);
     const int64_t wide_tiles = (s.m + 127) / 128 * ((s.n + 255) / 256);
     return wide_tiles >= sm_count ? wide : narrow;
   }

@@ -1,6 +1,7 @@
 // Routing: which build runs a given problem on a given device: the record of the arch's route table (routes.hpp)
-// for shapes it lists, else a heuristic: on 9.0 the warp-specialized sm_90a program (128x256 tiles when they fill
-// the GPU, else 128x128), elsewhere the portable builds by wave count and the device's shared memory.
+// for shapes it lists, else a heuristic: on 9.0 the swap-AB sm_90a program for M <= kSwapMaxM and the
+// warp-specialized one above (128x256 tiles when they fill the GPU, else 128x128), elsewhere the portable builds by
+// wave count and the device's shared memory.
 #pragma once
 #include <cstdint>
 
@@ -14,6 +15,9 @@ namespace svdq::router {
 const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& shape);
 const registry::Build& select_quantize(const jit::DeviceTarget& dev);
 const registry::Build& select_lora_down(const jit::DeviceTarget& dev);
+
+// Largest M the heuristic sends to the swap-AB program (its activation tile is the wgmma N side, at most 256 wide).
+constexpr int64_t kSwapMaxM = 256;
 
 // Pure heuristic, testable without a device: (cc, sm_count, smem_per_sm, smem_optin, shape) -> build id.
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& shape);

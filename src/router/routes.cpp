@@ -1,5 +1,6 @@
 #include "router/routes.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -110,6 +111,22 @@ const RouteRecord* RouteTable::find(const MmShape& s) const {
   for (const auto& r : records)
     if (key(r.shape) == key(s)) return &r;
   return nullptr;
+}
+
+RouteTable merged(const RouteTable& base, const RouteTable& update) {
+  if (base.arch != update.arch)
+    throw Error(ErrorCode::InvalidArgument, "cannot update a route table for " + base.arch + " with records measured for " +
+                                                update.arch);
+  RouteTable out = update;
+  out.command = base.command.empty() ? update.command : base.command + " && " + update.command;
+  out.records = base.records;
+  for (const RouteRecord& r : update.records) {
+    auto it = std::find_if(out.records.begin(), out.records.end(),
+                           [&](const RouteRecord& o) { return key(o.shape) == key(r.shape); });
+    if (it != out.records.end()) *it = r;
+    else out.records.push_back(r);
+  }
+  return out;
 }
 
 const RouteTable* shipped_route_table(const std::string& arch) {

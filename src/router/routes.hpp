@@ -39,6 +39,10 @@ struct RouteTable {
   const RouteRecord* find(const MmShape& s) const;  // exact (M, N, K, rank, bias) match or nullptr
 };
 
+// `base` after a retune: each record of `update` replaces base's record for the same shape or is appended; the
+// metadata is update's, the command both commands in order. Tables for different arches are an error.
+RouteTable merged(const RouteTable& base, const RouteTable& update);
+
 // The embedded table for `arch` ("sm_90a", ...) or nullptr if none ships.
 const RouteTable* shipped_route_table(const std::string& arch);
 

@@ -48,6 +48,26 @@ TEST(CliUsage, TuneRejectsUnknownAndNonGemmBuilds) {
   EXPECT_FALSE(std::filesystem::exists(out.string() + ".tmp"));
 }
 
+TEST(CliUsage, TuneUpdateNeedsAReadableTable) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto out = dir / "svdq_cli_usage_update_out.json", bad = dir / "svdq_cli_usage_update_bad.json";
+  std::filesystem::remove(out);
+  CliResult r = run_cli("tune --out " + out.string() + " --update " + (dir / "svdq_no_such_table.json").string());
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find("--update"), std::string::npos) << r.out;
+  {
+    std::FILE* f = std::fopen(bad.string().c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("{\"arch\": \"sm_90a\"}", f);  // no records
+    std::fclose(f);
+  }
+  r = run_cli("tune --out " + out.string() + " --update " + bad.string());
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find(bad.string()), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  std::filesystem::remove(bad);
+}
+
 TEST(CliUsage, BenchRouteTablesGoTogether) {
   for (const char* args : {"bench --routes-b none", "bench --routes-a none"}) {
     const CliResult r = run_cli(args);

@@ -84,6 +84,41 @@ TEST(RouteTable, RoundTripsAndFindsExactShapes) {
   EXPECT_EQ(u.find({130, 3072, 3072, 32, true}), nullptr);
 }
 
+TEST(RouteTable, MergedReplacesRetunedShapesAndKeepsTheRest) {
+  const rt::RouteTable base = sample();
+  rt::RouteTable update;
+  update.arch = "sm_90a";
+  update.device = "NVIDIA H200";
+  update.created = "2026-11-30T00:00:00Z";
+  update.svdq = "0.1.0 (commit new)";
+  update.command = "svdq tune --update x.json --out x.json";
+  rt::RouteRecord retuned;
+  retuned.shape = {129, 3072, 3072, 32, true};
+  retuned.build = "sm90_swap_bm72_s12_b4";
+  retuned.us = 9.5;
+  rt::RouteRecord added;
+  added.shape = {1, 3072, 3072, 32, false};
+  added.build = "sm90_swap_bm24_s12_b4";
+  added.us = 3.0;
+  update.records = {retuned, added};
+  const rt::RouteTable m = rt::merged(base, update);
+  ASSERT_EQ(m.records.size(), 3u);
+  EXPECT_EQ(m.records[0].build, "sm90_swap_bm72_s12_b4");  // replaced in place
+  EXPECT_EQ(m.records[0].us, 9.5);
+  EXPECT_EQ(m.records[1].build, "sm80_gemm_bm128_s4_t1");  // not retuned: kept
+  EXPECT_EQ(m.records[2].build, "sm90_swap_bm24_s12_b4");  // new shape: appended
+  EXPECT_EQ(m.created, update.created);
+  EXPECT_EQ(m.command, base.command + " && " + update.command);
+  EXPECT_EQ(rt::RouteTable::parse(m.to_json(), "merged").to_json(), m.to_json());
+  update.arch = "sm_100a";
+  try {
+    rt::merged(base, update);
+    ADD_FAILURE() << "merged tables of two arches";
+  } catch (const svdq::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sm_100a"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RouteTable, RejectsMalformedTablesNamingTheField) {
   const std::string good = sample().to_json();
   auto replace = [&](const std::string& from, const std::string& to) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,14 @@ namespace svdq::cli {
 
 namespace {
 
+// Relative slack within which `--update` keeps a shape's previous build.
+constexpr double kKeepTolerance = 0.02;
+
 struct TuneOptions {
   std::string shapes;  // empty: the default suite
   std::string out;
   std::string builds;  // comma-separated candidates; empty: every GEMM build usable here
+  std::string update;  // a table to update: its other shapes stay, a retuned shape keeps its build when it ties
   int repeats = 6;
   int warmup = 2;
   uint64_t seed = 1;
@@ -75,6 +80,14 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
   const auto shapes = o.shapes.empty() ? bench::default_suite() : bench::parse_shape_list(o.shapes);
   const auto kind = bench::parse_timer_kind(o.timer);
   const auto listed = o.builds.empty() ? std::vector<const registry::Build*>{} : parse_builds(o.builds);
+  std::unique_ptr<router::RouteTable> base;
+  if (!o.update.empty()) {
+    std::ifstream f(o.update, std::ios::binary);
+    if (!f) throw Error(ErrorCode::InvalidArgument, "argument '--update': cannot read '" + o.update + "'");
+    std::ostringstream text;
+    text << f.rdbuf();
+    base = std::make_unique<router::RouteTable>(router::RouteTable::parse(text.str(), o.update));
+  }
   std::string reason;
   if (!gpu_available(&reason)) {
     std::fprintf(stderr, "svdq tune: no CUDA device: %s\n", reason.c_str());
@@ -99,6 +112,9 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
   const env::ScopedVar force("SVDQ_FORCE_BUILD");  // restored however tuning ends
   router::RouteTable table;
   table.arch = jit::target_for_cc(dev.cc);
+  if (base && base->arch != table.arch)
+    throw Error(ErrorCode::InvalidArgument, "argument '--update': '" + o.update + "' is a table for " + base->arch +
+                                                ", this GPU needs " + table.arch);
   table.device = info.name;
   table.created = utc_now();
   table.svdq = version_string();
@@ -124,6 +140,15 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return med[a] < med[b]; });
     router::RouteRecord rec;
     rec.shape = {s.m, s.n, s.k, s.rank, s.bias};
+    // Updating a table: a shape whose previous build measures within kKeepTolerance of the fastest keeps it (a
+    // retune that changes nothing keeps the route); it moves to the front, the fastest becomes the runner-up.
+    if (const router::RouteRecord* prev = base ? base->find(rec.shape) : nullptr) {
+      for (size_t c = 0; c < cands.size(); ++c)
+        if (cands[c]->id == prev->build && c != order[0] && med[c] <= med[order[0]] * (1.0 + kKeepTolerance)) {
+          order.erase(std::find(order.begin(), order.end(), c));
+          order.insert(order.begin(), c);
+        }
+    }
     rec.build = cands[order[0]]->id;
     rec.us = med[order[0]];
     if (order.size() > 1) {
@@ -135,6 +160,7 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
                 rec.runner_up.empty() ? "-" : rec.runner_up.c_str(), rec.runner_up_us);
     std::fflush(stdout);
   }
+  if (base) table = router::merged(*base, table);
   const std::string text = table.to_json();
   router::RouteTable::parse(text, o.out);  // what we write must load
   {
@@ -156,6 +182,10 @@ void add_tune(CLI::App& app, int* exit_code, const std::string& command_line) {
   sub->add_option("--out", o->out, "Route table file to write (JSON; use it with SVDQ_ROUTE_TABLE)")->required();
   sub->add_option("--shapes", o->shapes, "Comma-separated shapes MxNxK[:rR][:bB] (default: the SPEC §3 suite)");
   sub->add_option("--builds", o->builds, "Comma-separated candidate build ids (default: every GEMM build usable here)");
+  sub->add_option("--update", o->update,
+                  "Route table to update: its other shapes are kept; a retuned shape keeps its build when that build "
+                  "measures within 2% of the fastest")
+      ->check(CLI::ExistingFile);
   sub->add_option("--repeats", o->repeats, "Timed samples per candidate per shape")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();

@@ -1,0 +1,46 @@
+// Pieces the warp-specialized sm_90a programs share: packed-tile and scale addressing in the TMA layouts, and the
+// dequantization of one RS wgmma A-fragment pair.
+#pragma once
+#include "common/sm90_wgmma.cuh"
+#include "common/sm90_wgmma_rs.cuh"
+#include "common/smxx_dequant.cuh"
+#include "common/smxx_slice_ring.cuh"
+
+namespace svdq_k {
+
+// The FP16x2 (k_c, k_{c+4}) x s x 2^-7 of one word of 8 codes, for quad lane c, from q >> 4c (the pair c of
+// dequant8_f16, computed alone).
+SVDQ_DEV u32 dequant_pair_f16(u32 q_shifted, u32 scale_h2) {
+  const u32 mag = (q_shifted << 9) & 0x0E000E00u;
+  const u32 sgn = (q_shifted << 12) & 0x80008000u;
+  return hmul2_u32(mag | sgn, scale_h2);
+}
+
+// Address of word w (0..7, K elements 8w..8w+7 of the tile) of row `row` of a packed tile: 32-byte rows of two
+// 16-byte chunks in the 32-byte TMA swizzle (chunk h sits at h ^ bit 2 of the row).
+SVDQ_DEV u32 packed_word_addr(u32 tile, int row, int w) {
+  return tile + row * 32 + ((((w >> 2) ^ (row >> 2)) & 1) << 4) + (w & 3) * 4;
+}
+SVDQ_DEV void load_packed_row(u32 tile, int row, u32* q) {
+  ld_shared_16(packed_word_addr(tile, row, 0), q[0], q[1], q[2], q[3]);
+  ld_shared_16(packed_word_addr(tile, row, 4), q[4], q[5], q[6], q[7]);
+}
+// The 4 scale codes (K groups 0..3 of the tile) of row `row` (0..127) of a 512-byte swizzled scale block.
+SVDQ_DEV u32 load_scale_word(u32 block, int row) { return ld_shared_u32(block + (row & 31) * 16 + ((row >> 5) & 3) * 4); }
+
+// RS A fragments (wgmma m64k16, see sm90_wgmma_rs.cuh) of k16 part s (K group s of a 64-wide tile) for this
+// thread's rows ra and rb (= ra + 8) of a packed tile; swa / swb are the rows' scale words, c the quad lane.
+SVDQ_DEV void rs_fragment_part(u32 tile, int ra, int rb, u32 swa, u32 swb, int s, int c, u32* af) {
+  u32 a0, a1, b0, b1;
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(a0), "=r"(a1) : "r"(packed_word_addr(tile, ra, 2 * s)));
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(packed_word_addr(tile, rb, 2 * s)));
+  // Bytes (code of ra, -, code of rb, -): scale2_half2_x128 reads only bytes 0 and 2.
+  const u32 sab = scale2_half2_x128(__byte_perm(swa, swb, (u32)(s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12))));
+  const u32 sa = half2_lo_lo(sab), sb = half2_hi_hi(sab);
+  af[0] = dequant_pair_f16(a0 >> (4 * c), sa);
+  af[1] = dequant_pair_f16(b0 >> (4 * c), sb);
+  af[2] = dequant_pair_f16(a1 >> (4 * c), sa);
+  af[3] = dequant_pair_f16(b1 >> (4 * c), sb);
+}
+
+}  // namespace svdq_k
