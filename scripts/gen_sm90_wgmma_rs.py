@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes kernels/common/sm90_wgmma_rs.cuh: wgmma wrappers with A from registers (RS) and the waits that name every
-accumulator register. The operand lists are long and mechanical, so they are generated; run this after editing it:
+"""Writes kernels/common/sm90_wgmma_rs.cuh: wgmma wrappers with A from registers (RS), shared-memory (SS) forms for
+the narrow swap-AB tiles, and the waits that name every accumulator register. The operand lists are long and
+mechanical, so they are generated; run this after editing it:
     python3 scripts/gen_sm90_wgmma_rs.py > kernels/common/sm90_wgmma_rs.cuh
 """
 
@@ -45,6 +46,22 @@ for n in NS:
         w(f'  asm volatile("wgmma.wait_group.sync.aligned {pending};\\n" : {acc_constraints(nacc)} :: "memory");')
         w("}")
     w("")
+# SS forms (both operands K-major in shared memory) for the swap-AB program's tile widths.
+SS_NS = (24, 72, 136)
+for n in SS_NS:
+    nacc = n // 2
+    for ty in ("f16", "bf16"):
+        w(f"// D[64x{n}] += A[64x16] * B[{n}x16]^T, both K-major shared-memory descriptors, FP32 accumulators.")
+        w(f"SVDQ_DEV void wgmma_ss_m64n{n}k16_{ty}(float* d, u64 desc_a, u64 desc_b) {{")
+        w("  asm volatile(")
+        w('      "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"')
+        w(f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {acc_list(nacc)}, '
+          f'%{nacc}, %{nacc + 1}, p, 1, 1, 0, 0;\\n}}\\n"')
+        w(f"      : {acc_constraints(nacc)}")
+        w(f'      : "l"(desc_a), "l"(desc_b));')
+        w("}")
+w("")
+
 # Dispatch by N, so programs name the instruction by their tile width.
 alts = " || ".join(f"N == {n}" for n in NS)
 for ty in ("f16", "bf16"):
@@ -55,6 +72,16 @@ for ty in ("f16", "bf16"):
     for i, n in enumerate(NS):
         kw = "if" if i == 0 else "else if"
         w(f"  {kw} constexpr (N == {n}) wgmma_rs_m64n{n}k16_{ty}(d, a, desc_b);")
+    w("}")
+alts_ss = " || ".join(f"N == {n}" for n in SS_NS)
+for ty in ("f16", "bf16"):
+    w(f"// m64nNk16 SS wgmma ({ty} inputs) for a tile width N.")
+    w(f"template <int N>")
+    w(f"SVDQ_DEV void wgmma_ss_{ty}(float* d, u64 desc_a, u64 desc_b) {{")
+    w(f'  static_assert({alts_ss}, "wgmma_ss_{ty}: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");')
+    for i, n in enumerate(SS_NS):
+        kw = "if" if i == 0 else "else if"
+        w(f"  {kw} constexpr (N == {n}) wgmma_ss_m64n{n}k16_{ty}(d, desc_a, desc_b);")
     w("}")
 w("// wgmma.wait_group PENDING for a warpgroup whose accumulators are those of an m64nNk16 tile.")
 w("template <int N, int PENDING>")

@@ -111,7 +111,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (tid == 0) {
       tma_prefetch_desc(&P.tma_a);
       tma_prefetch_desc(&P.tma_b);
-      tma_prefetch_desc(&P.tma_rank);
+      tma_prefetch_desc(&P.tma_l1);
       for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it);
     }
     for (int it = 0; it < num_main; ++it) {  // B row(s) tid + 128 r, r < kDqRows, of every main K tile
@@ -151,7 +151,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
       if (tid == 0) {
         mbar_arrive_expect_tx(bar, C::kBTile);
-        tma_load_2d(tile, &P.tma_rank, 64 * t, (int)n0, bar);
+        tma_load_2d(tile, &P.tma_l1, 64 * t, (int)n0, bar);
       } else {
         mbar_arrive(bar);
       }

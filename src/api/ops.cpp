@@ -56,7 +56,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   const unsigned gy = static_cast<unsigned>((dm.m + build.bm - 1) / build.bm);
   if (build.program == registry::Program::Sm90Ws || build.program == registry::Program::Sm90Swap) {
     // Tensor maps for the TMA loads (see Sm90WsParams); validation already guarantees 16-byte aligned bases and
-    // row strides (K % 32 == 0, r % 16 == 0). The swap-AB program keeps d (not l1) in shared memory.
+    // row strides (K % 32 == 0, r % 16 == 0).
     const bool swap = build.program == registry::Program::Sm90Swap;
     svdq_k::Sm90WsParams wp{};
     wp.mm = p;
@@ -64,10 +64,8 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     const uint32_t rows_a = swap ? static_cast<uint32_t>(build.bm) : 128u, rows_b = static_cast<uint32_t>(build.bn);
     jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, rows_a, 32);
     jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, rows_b, 32);
-    if (swap)
-      jit::encode_tma_2d(&wp.tma_rank, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, rows_a, 128);
-    else
-      jit::encode_tma_2d(&wp.tma_rank, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, rows_b, 128);
+    jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, rows_b, 128);
+    if (swap) jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, rows_a, 128);
     launch(build, dev, gx, gy, stream, &wp);
     return;
   }

@@ -76,7 +76,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages) {
 }
 
 // Mirrors Sm90SwapConfig in kernels/sm90/sm90_svdq_swap.cuh.
-Build sm90_swap(const std::string& id, int bm, int stages, int xstages) {
+Build sm90_swap(const std::string& id, int bm, int stages, int tstages) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Swap;
@@ -85,11 +85,11 @@ Build sm90_swap(const std::string& id, int bm, int stages, int xstages) {
   b.bm = bm;
   b.bn = 64;
   b.stages = stages;
-  b.tile_bufs = xstages;
-  b.threads = 384;  // 2 dequant warpgroups + 1 consumer warpgroup
+  b.tile_bufs = tstages;
+  b.threads = 512;  // 3 dequant warpgroups + 1 consumer warpgroup
   const int64_t sf_blocks = (120 + bm + 127) / 128;
   const int64_t stage = (int64_t(bm) * 32 + 64 * 32 + 512 + sf_blocks * 512 + 255) / 256 * 256;
-  b.smem_bytes = int64_t(xstages) * bm * 128 + stages * stage + (2 * stages + 2 * xstages) * 8 + 1024;
+  b.smem_bytes = int64_t(tstages) * (64 + bm) * 128 + stages * stage + (2 * stages + 2 * tstages) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
 }
@@ -171,7 +171,7 @@ std::string Build::description() const {
       break;
     case Program::Sm90Swap:
       os << "sm_90a swap-AB wgmma GEMM for small M, tile " << bm << " rows x " << bn << " columns x 64, TMA + mbarrier ring of "
-         << stages << " packed slots, " << tile_bufs << " FP16 A tiles, 2 dequant warpgroups + 1 RS-wgmma consumer warpgroup, "
+         << stages << " packed slots, " << tile_bufs << " FP16 tile pairs, 3 dequant warpgroups + 1 SS-wgmma consumer warpgroup, "
          << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
   }

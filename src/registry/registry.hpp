@@ -19,7 +19,7 @@ struct Build {
   int min_nvrtc = 120;  // oldest NVRTC (major*10 + minor) that compiles it
   // Parameters (meaning depends on the program).
   // Sm90Ws: stages = packed FP4 slots, tile_bufs = FP16/BF16 B tiles.
-  // Sm90Swap (swap-AB): bm = activation rows per tile (the wgmma N), bn = 64, tile_bufs = FP16/BF16 A tiles.
+  // Sm90Swap (swap-AB): bm = activation rows per tile (the wgmma N), bn = 64, tile_bufs = FP16/BF16 tile pairs.
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block
