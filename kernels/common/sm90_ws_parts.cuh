@@ -1,6 +1,7 @@
 // Pieces the warp-specialized sm_90a programs share: packed-tile and scale addressing in the TMA layouts, and the
 // dequantization of one RS wgmma A-fragment pair.
 #pragma once
+#include "common/sm90_async.cuh"
 #include "common/sm90_wgmma.cuh"
 #include "common/sm90_wgmma_rs.cuh"
 #include "common/smxx_dequant.cuh"
@@ -27,6 +28,15 @@ SVDQ_DEV void load_packed_row(u32 tile, int row, u32* q) {
 }
 // The 4 scale codes (K groups 0..3 of the tile) of row `row` (0..127) of a 512-byte swizzled scale block.
 SVDQ_DEV u32 load_scale_word(u32 block, int row) { return ld_shared_u32(block + (row & 31) * 16 + ((row >> 5) & 3) * 4); }
+
+// Publishes this warp's st.shared writes of a tile to the async proxy (wgmma) and arrives on `bar` once for the
+// warp: every lane fences its own writes, the warp converges (ordering them before lane 0's release), lane 0
+// arrives. `bar` counts writing warps: one arrival per thread was measured to serialize on the barrier word.
+SVDQ_DEV void arrive_tile_written(u32 bar, int lane) {
+  fence_proxy_async_shared();
+  __syncwarp();
+  if (lane == 0) mbar_arrive(bar);
+}
 
 // RS A fragments (wgmma m64k16, see sm90_wgmma_rs.cuh) of k16 part s (K group s of a 64-wide tile) for this
 // thread's rows ra and rb (= ra + 8) of a packed tile; swa / swb are the rows' scale words, c the quad lane.

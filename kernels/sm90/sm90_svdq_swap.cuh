@@ -70,7 +70,7 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       mbar_init(empty_p + 8 * s, C::kDqThreads / 32);  // every dequant warp reads the slot
     }
     for (int s = 0; s < TSTAGES; ++s) {
-      mbar_init(full_t + 8 * s, C::kDqThreads);
+      mbar_init(full_t + 8 * s, C::kDqThreads / 32);  // one arrival per dequant warp
       mbar_init(empty_t + 8 * s, 4);  // every consumer warp
     }
     mbar_init_fence();
@@ -145,8 +145,7 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
           }
         }
       }
-      fence_proxy_async_shared();
-      mbar_arrive(full_t + 8 * ts);
+      arrive_tile_written(full_t + 8 * ts, lane);
     }
     for (int t = 0; t < num_rank; ++t) {  // rank tiles: l1 and d columns 64t.. straight into the ring by TMA
       const int it = num_main + t, ts = it % TSTAGES;
@@ -156,7 +155,7 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
         mbar_arrive_expect_tx(bar, C::kTiles);
         tma_load_2d(tb, &P.tma_l1, 64 * t, (int)n0, bar);
         tma_load_2d(tb + C::kBTile, &P.tma_d, 64 * t, (int)m0, bar);
-      } else {
+      } else if (lane == 0) {  // one arrival per warp (thread 0's arrive_expect_tx is its warp's)
         mbar_arrive(bar);
       }
     }
@@ -173,7 +172,8 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
     __syncwarp();
     if (lane == 0) mbar_arrive(empty_t + 8 * (it % TSTAGES));
   };
-  // Tile pair `it`: four k16 steps, one commit group; the previous pair is released once its group retires.
+  // Tile pair `it`: four k16 steps, one commit group; the previous pair of the same loop is released once its group
+  // retires (the last main pair is released before the rank loop).
   auto step = [&](int it, bool main_term) {
     const int ts = it % TSTAGES;
     const u32 tb = tiles + ts * C::kTiles;
@@ -187,7 +187,7 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
     }
     wgmma_commit();
     wgmma_wait_acc<BM, 1>(acc);
-    if (it >= 1) release(it - 1);
+    if (it >= 1 && it != num_main) release(it - 1);
   };
   for (int it = 0; it < num_main; ++it) step(it, true);
   wgmma_wait_acc<BM, 0>(acc);

@@ -39,7 +39,7 @@ struct Sm90WsConfig {
   // 256 consumer threads, kCWords words (8 codes each) per thread.
   static constexpr int kDqRows = 1;
   static constexpr int kCWords = (BN - 128 * kDqRows) * 8 / 256;
-  static constexpr int kFullArrivals = 128 + (kCWords > 0 ? 256 : 0);
+  static constexpr int kFullArrivals = 4 + (kCWords > 0 ? 8 : 0);  // one per warp that writes a part of a tile
   // Loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most BSTAGES, so with
   // this distance the slot being refilled has always been released already.
   static constexpr int kLookahead = STAGES - BSTAGES;
@@ -82,7 +82,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       mbar_init(empty_p + 8 * s, 4 + 8);  // one arrival per warp that reads the slot: 4 dequant + 8 consumer warps
     }
     for (int s = 0; s < BSTAGES; ++s) {
-      mbar_init(full_b + 8 * s, C::kFullArrivals);  // every thread that writes a part of the tile
+      mbar_init(full_b + 8 * s, C::kFullArrivals);
       mbar_init(empty_b + 8 * s, 8);                // every consumer warp
     }
     mbar_init_fence();
@@ -142,8 +142,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           st_shared_16(tile_chunk(tile, tid + 128 * r, w), o[0], o[1], o[2], o[3]);
         }
       }
-      fence_proxy_async_shared();
-      mbar_arrive(full_b + 8 * bs);
+      arrive_tile_written(full_b + 8 * bs, lane);
     }
     for (int t = 0; t < num_rank; ++t) {  // rank tiles: l1 columns 64t.. straight into the B ring by TMA
       const int it = num_main + t, bs = it % BSTAGES;
@@ -152,7 +151,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       if (tid == 0) {
         mbar_arrive_expect_tx(bar, C::kBTile);
         tma_load_2d(tile, &P.tma_l1, 64 * t, (int)n0, bar);
-      } else {
+      } else if (lane == 0) {  // one arrival per warp (thread 0's arrive_expect_tx is its warp's)
         mbar_arrive(bar);
       }
     }
@@ -192,8 +191,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         dequant8_f16(q1, sc, o);
         st_shared_16(tile_chunk(tile, crow, cw0 + w2 + 1), o[0], o[1], o[2], o[3]);
       }
-      fence_proxy_async_shared();
-      mbar_arrive(full_b + 8 * bs);
+      arrive_tile_written(full_b + 8 * bs, lane);
     }
   };
   auto release_b = [&](int it) {  // every wgmma that read B tile `it` is done (this warp waited for them)
@@ -219,7 +217,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
         b_share(it, packed + s * C::kStage, it == num_main - 1 ? tail_mask : 0xFFFFFFFFu);
       } else {
-        mbar_arrive(full_b + 8 * (it % BSTAGES));
+        if (lane == 0) mbar_arrive(full_b + 8 * (it % BSTAGES));
       }
     }
   };
