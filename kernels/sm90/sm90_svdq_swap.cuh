@@ -2,11 +2,11 @@
 // activations A its N side, so a tile is 64 output columns x BM output rows and M = 129 pads to 144 (2 x 72) or 136,
 // not 256. 512 threads: three "dequant" warpgroups, then one "consumer" warpgroup.
 //
-//   dequant (thread 0 also issues the loads): packed FP4 tiles of A (BM rows) and B (64 rows) come in by TMA
-//       (32-byte swizzle) and their 512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of
-//       mbarrier-guarded slots. The 384 threads dequantize both tiles (half a row each) into FP16 tiles in the
-//       128-byte-swizzled K-major layout (TSTAGES-deep ring) that wgmma reads from shared memory. For the rank steps
-//       thread 0 TMA-loads l1 and d (BF16) into the same ring.
+//   dequant: warp 0 only issues the loads: packed FP4 tiles of A (BM rows) and B (64 rows) by TMA (32-byte swizzle)
+//       and their 512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of mbarrier-guarded slots. The
+//       other 11 warps dequantize both tiles (half a row per item) into FP16 tiles in the 128-byte-swizzled K-major
+//       layout (TSTAGES-deep ring) that wgmma reads from shared memory. For the rank steps one of them TMA-loads l1
+//       and d (BF16) into the same ring.
 //   consumer: only waits and issues wgmma.m64nBMk16 (both operands in shared memory, FP32 accumulators), then the
 //       epilogue writes the transposed fragment (out[m][n]). Measured on the H200: with the B fragments built in the
 //       consumer's registers (RS form), its one warp per scheduler was latency-bound at ~1 300 cycles per K tile.
@@ -37,13 +37,14 @@ struct Sm90SwapConfig {
   static constexpr int kOffBars = kOffPacked + STAGES * kStage;
   static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * TSTAGES) * 8 + 1024;  // + slack for 1024-byte alignment
   // Dequantization work items: half a row (4 words = K groups 2h, 2h+1), B's 64 rows first, then A's BM rows.
+  // Warp 0 only issues the loads; the other dequant warps ("workers") do the arithmetic.
   static constexpr int kItemsB = 2 * kBN, kItems = kItemsB + 2 * BM;
-  static constexpr int kItemsPerThread = (kItems + kDqThreads - 1) / kDqThreads;
-  static constexpr int kLookahead = STAGES - TSTAGES;  // as in sm90_svdq_ws: the refilled slot is always released
+  static constexpr int kWorkers = kDqThreads - 32;
+  static constexpr int kItemsPerThread = (kItems + kWorkers - 1) / kWorkers;
   static_assert(BM % 8 == 0 && BM >= 8 && BM <= 256, "sm90 swap: BM must be a multiple of 8 in [8, 256]");
   static_assert(kPackA % 256 == 0, "sm90 swap: 32-byte-swizzled TMA boxes need 256-byte aligned offsets");
   static_assert(kTiles % 1024 == 0, "sm90 swap: 128-byte-swizzled tiles need 1024-byte alignment");
-  static_assert(kLookahead >= 1 && TSTAGES >= 2, "sm90 swap: need STAGES > TSTAGES >= 2");
+  static_assert(STAGES >= 2 && TSTAGES >= 2, "sm90 swap: need STAGES >= 2 and TSTAGES >= 2");
 };
 
 template <int BM, int STAGES, int TSTAGES>
@@ -67,10 +68,10 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_p + 8 * s, 1);
-      mbar_init(empty_p + 8 * s, C::kDqThreads / 32);  // every dequant warp reads the slot
+      mbar_init(empty_p + 8 * s, C::kWorkers / 32);  // every worker warp reads the slot
     }
     for (int s = 0; s < TSTAGES; ++s) {
-      mbar_init(full_t + 8 * s, C::kDqThreads / 32);  // one arrival per dequant warp
+      mbar_init(full_t + 8 * s, C::kWorkers / 32);  // one arrival per worker warp
       mbar_init(empty_t + 8 * s, 4);  // every consumer warp
     }
     mbar_init_fence();
@@ -83,7 +84,7 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
     // A scale blocks to load: those the tile touches that exist (the buffer holds round_up(M, 128) rows).
     const i64 last_blk = ((m0 + BM - 1) >> 7) < ((p.m - 1) >> 7) ? ((m0 + BM - 1) >> 7) : ((p.m - 1) >> 7);
     const int sfa_blocks = (int)(last_blk - sfa0 + 1);
-    auto issue = [&](int it) {  // the loads of main K tile `it` into its packed slot (thread 0 only)
+    auto issue = [&](int it) {  // the loads of main K tile `it` into its packed slot
       const int s = it % STAGES;
       const u32 slot = packed + s * C::kStage, bar = full_p + 8 * s;
       mbar_wait(empty_p + 8 * s, ((it / STAGES) & 1) ^ 1);
@@ -94,15 +95,19 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       for (int h = 0; h < sfa_blocks; ++h)
         bulk_load(slot + C::kOffSfA + 512 * h, p.a_sf + ((sfa0 + h) * sf_ktiles + it) * 512, 512, bar);
     };
-    if (tid == 0) {
-      tma_prefetch_desc(&P.tma_a);
-      tma_prefetch_desc(&P.tma_b);
-      tma_prefetch_desc(&P.tma_l1);
-      tma_prefetch_desc(&P.tma_d);
-      for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it);
+    // Producer: warp 0, lane 0 issues every main tile's loads as soon as its slot is free. This warp never runs a
+    // proxy fence: measured on the H200, the fence in a warp that also issued the bulk copies waited for them, one
+    // memory latency (~1 300 cycles) per K tile.
+    if (tid < 32) {
+      if (tid == 0) {
+        tma_prefetch_desc(&P.tma_a);
+        tma_prefetch_desc(&P.tma_b);
+        for (int it = 0; it < num_main; ++it) issue(it);
+      }
+      return;
     }
+    const int wt = tid - 32;  // worker thread index
     for (int it = 0; it < num_main; ++it) {
-      if (tid == 0 && it + C::kLookahead < num_main) issue(it + C::kLookahead);
       const int s = it % STAGES;
       const u32 slot = packed + s * C::kStage;
       const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
@@ -110,7 +115,7 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       u32 q[C::kItemsPerThread][4], sw[C::kItemsPerThread];
 #pragma unroll
       for (int i = 0; i < C::kItemsPerThread; ++i) {
-        const int item = tid + C::kDqThreads * i, h = item & 1;
+        const int item = wt + C::kWorkers * i, h = item & 1;
         if (item < C::kItemsB) {  // B row r (warp-uniform branch: B's items fill whole warps)
           const int r = item >> 1;
           ld_shared_16(packed_word_addr(slot + C::kPackA, r, 4 * h), q[i][0], q[i][1], q[i][2], q[i][3]);
@@ -132,7 +137,7 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
 #pragma unroll
       for (int i = 0; i < C::kItemsPerThread; ++i) {
-        const int item = tid + C::kDqThreads * i, h = item & 1;
+        const int item = wt + C::kWorkers * i, h = item & 1;
         if (item < C::kItems) {
           // Row r of the B tile, or row r of the A tile (which starts 64 rows, kBTile bytes, later).
           const int r = item >> 1;
@@ -151,11 +156,15 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       const int it = num_main + t, ts = it % TSTAGES;
       const u32 tb = tiles + ts * C::kTiles, bar = full_t + 8 * ts;
       mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
-      if (tid == 0) {
+      if (wt == 0) {  // no proxy fence follows in this thread (the main tiles are done)
+        if (t == 0) {
+          tma_prefetch_desc(&P.tma_l1);
+          tma_prefetch_desc(&P.tma_d);
+        }
         mbar_arrive_expect_tx(bar, C::kTiles);
         tma_load_2d(tb, &P.tma_l1, 64 * t, (int)n0, bar);
         tma_load_2d(tb + C::kBTile, &P.tma_d, 64 * t, (int)m0, bar);
-      } else if (lane == 0) {  // one arrival per warp (thread 0's arrive_expect_tx is its warp's)
+      } else if (lane == 0) {  // one arrival per worker warp (wt 0's arrive_expect_tx is its warp's)
         mbar_arrive(bar);
       }
     }
