@@ -1,15 +1,19 @@
 // sm_90a swap-AB NVFP4 SVDQuant GEMM for small M: the weights B fill the 64-row (M) side of wgmma and the
 // activations A its N side, so a tile is 64 output columns x BM output rows and M = 129 pads to 144 (2 x 72) or 136,
-// not 256. 512 threads: three "dequant" warpgroups, then one "consumer" warpgroup.
+// not 256. 544 threads = 17 warps:
 //
-//   dequant: warp 0 only issues the loads: packed FP4 tiles of A (BM rows) and B (64 rows) by TMA (32-byte swizzle)
-//       and their 512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of mbarrier-guarded slots. The
-//       other 11 warps dequantize both tiles (half a row per item) into FP16 tiles in the 128-byte-swizzled K-major
-//       layout (TSTAGES-deep ring) that wgmma reads from shared memory. For the rank steps one of them TMA-loads l1
-//       and d (BF16) into the same ring.
-//   consumer: only waits and issues wgmma.m64nBMk16 (both operands in shared memory, FP32 accumulators), then the
-//       epilogue writes the transposed fragment (out[m][n]). Measured on the H200: with the B fragments built in the
-//       consumer's registers (RS form), its one warp per scheduler was latency-bound at ~1 300 cycles per K tile.
+//   consumer (warps 0-3, one warpgroup): only waits and issues wgmma.m64nBMk16 (both operands in shared memory,
+//       FP32 accumulators), then the epilogue writes the transposed fragment (out[m][n]).
+//   producer (warp 4): one lane issues the loads: packed FP4 tiles of A (BM rows) and B (64 rows) by TMA (32-byte
+//       swizzle) and their 512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of mbarrier-guarded
+//       slots. It never runs a proxy fence: measured on the H200, a fence in the warp that issued the bulk copies
+//       waited for them, one memory latency (~1 300 cycles) per K tile.
+//   workers (warps 5-16, two teams of 6 warps taking alternate K tiles, so two tiles' fixed latencies — barrier
+//       waits, shared-memory round trips, the proxy fence — overlap): dequantize both tiles (half a row per item)
+//       into FP16 tiles in the 128-byte-swizzled K-major layout (TSTAGES-deep ring) that wgmma reads. For the rank
+//       steps a worker TMA-loads l1 and d (BF16) into the same ring.
+//   Before: with B's fragments built in the consumer's registers (RS form) its one warp per scheduler was
+//   latency-bound at ~1 300 cycles per K tile.
 //
 // Each output element sums the same products in the same K order as every other program (main K tiles of 64, k16
 // steps in order, (0,4,1,5,2,6,3,7) inside each group of 8, then the rank in k16 steps; a product a*b is b*a), so
@@ -24,8 +28,9 @@ namespace svdq_k {
 template <int BM, int STAGES, int TSTAGES>
 struct Sm90SwapConfig {
   static constexpr int kBN = 64;  // B rows (output columns) per CTA: the wgmma M side, one consumer warpgroup
-  static constexpr int kThreads = 512;
-  static constexpr int kDqThreads = 384;
+  static constexpr int kTeams = 2, kTeamWarps = 6, kTeamThreads = 32 * kTeamWarps;
+  static constexpr int kProducer = 128, kWorker0 = kProducer + 32;  // first thread of the producer / worker warps
+  static constexpr int kThreads = kWorker0 + kTeams * kTeamThreads;
   static constexpr int kBTile = kBN * 128, kATile = BM * 128;  // FP16/BF16 tiles: rows x 64 K
   static constexpr int kTiles = kBTile + kATile;               // one ring entry: the B tile, then the A tile
   static constexpr int kPackA = BM * 32, kPackB = kBN * 32;    // packed codes per K tile of 64
@@ -36,11 +41,9 @@ struct Sm90SwapConfig {
   static constexpr int kOffPacked = TSTAGES * kTiles;
   static constexpr int kOffBars = kOffPacked + STAGES * kStage;
   static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * TSTAGES) * 8 + 1024;  // + slack for 1024-byte alignment
-  // Dequantization work items: half a row (4 words = K groups 2h, 2h+1), B's 64 rows first, then A's BM rows.
-  // Warp 0 only issues the loads; the other dequant warps ("workers") do the arithmetic.
+  // Dequantization work items of a tile: half a row (4 words = K groups 2h, 2h+1), B's 64 rows, then A's BM rows.
   static constexpr int kItemsB = 2 * kBN, kItems = kItemsB + 2 * BM;
-  static constexpr int kWorkers = kDqThreads - 32;
-  static constexpr int kItemsPerThread = (kItems + kWorkers - 1) / kWorkers;
+  static constexpr int kItemsPerThread = (kItems + kTeamThreads - 1) / kTeamThreads;
   static_assert(BM % 8 == 0 && BM >= 8 && BM <= 256, "sm90 swap: BM must be a multiple of 8 in [8, 256]");
   static_assert(kPackA % 256 == 0, "sm90 swap: 32-byte-swizzled TMA boxes need 256-byte aligned offsets");
   static_assert(kTiles % 1024 == 0, "sm90 swap: 128-byte-swizzled tiles need 1024-byte alignment");
@@ -68,10 +71,10 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_p + 8 * s, 1);
-      mbar_init(empty_p + 8 * s, C::kWorkers / 32);  // every worker warp reads the slot
+      mbar_init(empty_p + 8 * s, C::kTeamWarps);  // every warp of the team that reads the slot
     }
     for (int s = 0; s < TSTAGES; ++s) {
-      mbar_init(full_t + 8 * s, C::kWorkers / 32);  // one arrival per worker warp
+      mbar_init(full_t + 8 * s, C::kTeamWarps);  // one arrival per warp of the team that writes the tiles
       mbar_init(empty_t + 8 * s, 4);  // every consumer warp
     }
     mbar_init_fence();
@@ -79,7 +82,7 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
   __syncthreads();
   pdl_wait_prior_grid();  // inputs may come from the preceding kernel (programmatic dependent launch)
 
-  if (tid < C::kDqThreads) {
+  if (tid >= C::kProducer) {
     const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
     // A scale blocks to load: those the tile touches that exist (the buffer holds round_up(M, 128) rows).
     const i64 last_blk = ((m0 + BM - 1) >> 7) < ((p.m - 1) >> 7) ? ((m0 + BM - 1) >> 7) : ((p.m - 1) >> 7);
@@ -95,19 +98,18 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       for (int h = 0; h < sfa_blocks; ++h)
         bulk_load(slot + C::kOffSfA + 512 * h, p.a_sf + ((sfa0 + h) * sf_ktiles + it) * 512, 512, bar);
     };
-    // Producer: warp 0, lane 0 issues every main tile's loads as soon as its slot is free. This warp never runs a
-    // proxy fence: measured on the H200, the fence in a warp that also issued the bulk copies waited for them, one
-    // memory latency (~1 300 cycles) per K tile.
-    if (tid < 32) {
-      if (tid == 0) {
+    if (tid < C::kWorker0) {  // producer: every main tile's loads as soon as its slot is free
+      if (tid == C::kProducer) {
         tma_prefetch_desc(&P.tma_a);
         tma_prefetch_desc(&P.tma_b);
+        tma_prefetch_desc(&P.tma_l1);
+        tma_prefetch_desc(&P.tma_d);
         for (int it = 0; it < num_main; ++it) issue(it);
       }
       return;
     }
-    const int wt = tid - 32;  // worker thread index
-    for (int it = 0; it < num_main; ++it) {
+    const int team = (tid - C::kWorker0) / C::kTeamThreads, wt = (tid - C::kWorker0) % C::kTeamThreads;
+    for (int it = team; it < num_main; it += C::kTeams) {
       const int s = it % STAGES;
       const u32 slot = packed + s * C::kStage;
       const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
@@ -115,7 +117,7 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       u32 q[C::kItemsPerThread][4], sw[C::kItemsPerThread];
 #pragma unroll
       for (int i = 0; i < C::kItemsPerThread; ++i) {
-        const int item = wt + C::kWorkers * i, h = item & 1;
+        const int item = wt + C::kTeamThreads * i, h = item & 1;
         if (item < C::kItemsB) {  // B row r (warp-uniform branch: B's items fill whole warps)
           const int r = item >> 1;
           ld_shared_16(packed_word_addr(slot + C::kPackA, r, 4 * h), q[i][0], q[i][1], q[i][2], q[i][3]);
@@ -137,7 +139,7 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
 #pragma unroll
       for (int i = 0; i < C::kItemsPerThread; ++i) {
-        const int item = wt + C::kWorkers * i, h = item & 1;
+        const int item = wt + C::kTeamThreads * i, h = item & 1;
         if (item < C::kItems) {
           // Row r of the B tile, or row r of the A tile (which starts 64 rows, kBTile bytes, later).
           const int r = item >> 1;
@@ -152,27 +154,24 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       }
       arrive_tile_written(full_t + 8 * ts, lane);
     }
-    for (int t = 0; t < num_rank; ++t) {  // rank tiles: l1 and d columns 64t.. straight into the ring by TMA
-      const int it = num_main + t, ts = it % TSTAGES;
+    // Rank tiles (l1 and d columns 64t.. straight into the ring by TMA), alternating between the teams as well.
+    for (int it = num_main + ((team - num_main) % C::kTeams + C::kTeams) % C::kTeams; it < total; it += C::kTeams) {
+      const int t = it - num_main, ts = it % TSTAGES;
       const u32 tb = tiles + ts * C::kTiles, bar = full_t + 8 * ts;
       mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
       if (wt == 0) {  // no proxy fence follows in this thread (the main tiles are done)
-        if (t == 0) {
-          tma_prefetch_desc(&P.tma_l1);
-          tma_prefetch_desc(&P.tma_d);
-        }
         mbar_arrive_expect_tx(bar, C::kTiles);
         tma_load_2d(tb, &P.tma_l1, 64 * t, (int)n0, bar);
         tma_load_2d(tb + C::kBTile, &P.tma_d, 64 * t, (int)m0, bar);
-      } else if (lane == 0) {  // one arrival per worker warp (wt 0's arrive_expect_tx is its warp's)
+      } else if (lane == 0) {  // one arrival per team warp (wt 0's arrive_expect_tx is its warp's)
         mbar_arrive(bar);
       }
     }
     return;
   }
 
-  // ---- consumer: waits and issues ----
-  const int ct = tid - C::kDqThreads, g = lane >> 2, c = lane & 3;
+  // ---- consumer (warps 0-3): waits and issues ----
+  const int ct = tid, g = lane >> 2, c = lane & 3;
   const int ra = (ct >> 5) * 16 + g;  // this thread's first B row in the tile (the second is ra + 8)
   float acc[kAcc];
 #pragma unroll

@@ -86,7 +86,7 @@ Build sm90_swap(const std::string& id, int bm, int stages, int tstages) {
   b.bn = 64;
   b.stages = stages;
   b.tile_bufs = tstages;
-  b.threads = 512;  // 3 dequant warpgroups + 1 consumer warpgroup
+  b.threads = 544;  // 1 consumer warpgroup, 1 producer warp, 2 teams of 6 dequant warps
   const int64_t sf_blocks = (120 + bm + 127) / 128;
   const int64_t stage = (int64_t(bm) * 32 + 64 * 32 + 512 + sf_blocks * 512 + 255) / 256 * 256;
   b.smem_bytes = int64_t(tstages) * (64 + bm) * 128 + stages * stage + (2 * stages + 2 * tstages) * 8 + 1024;
@@ -171,7 +171,7 @@ std::string Build::description() const {
       break;
     case Program::Sm90Swap:
       os << "sm_90a swap-AB wgmma GEMM for small M, tile " << bm << " rows x " << bn << " columns x 64, TMA + mbarrier ring of "
-         << stages << " packed slots, " << tile_bufs << " FP16 tile pairs, 3 dequant warpgroups + 1 SS-wgmma consumer warpgroup, "
+         << stages << " packed slots, " << tile_bufs << " FP16 tile pairs, a producer warp, 2 teams of 6 dequant warps on alternate K tiles, 1 SS-wgmma consumer warpgroup, "
          << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
   }
