@@ -9,8 +9,8 @@
 //       ring of mbarrier-guarded stages. It never runs a proxy fence: measured on the H200, a fence in the warp that
 //       issued the bulk copies waited for them, one memory latency (~1 300 cycles) per K tile.
 //   workers (warps 5-16): dequantize both operands of each K tile of 64 (half a row per item) into FP16 tiles in
-//       the 128-byte-swizzled K-major layout (TSTAGES-deep ring) that wgmma reads, TSTAGES/2 tiles per proxy fence.
-//       For the rank steps one of them TMA-loads l1 and d (BF16) into the same ring.
+//       the 128-byte-swizzled K-major layout (TSTAGES-deep ring) that wgmma reads. For the rank steps one of them
+//       TMA-loads l1 and d (BF16) into the same ring.
 //   Before: with B's fragments built in the consumer's registers (RS form) its one warp per scheduler was
 //   latency-bound at ~1 300 cycles per K tile.
 //
@@ -47,11 +47,9 @@ struct Sm90SwapConfig {
   // Consecutive threads take consecutive rows of one half (conflict-free 128-byte-swizzled shared-memory access).
   static constexpr int kItemsB = 2 * kBN, kItems = kItemsB + 2 * BM;
   static constexpr int kItemsPerThread = (kItems + kWorkers - 1) / kWorkers;
-  // K tiles per proxy fence: the workers fill half the tile ring while the consumer reads the other half.
-  static constexpr int kBatch = TSTAGES / 2;
   static_assert(BM % 8 == 0 && BM >= 8 && BM <= 256, "sm90 swap: BM must be a multiple of 8 in [8, 256]");
   static_assert(kTiles % 1024 == 0 && kPackA % 1024 == 0, "sm90 swap: 128-byte-swizzled tiles need 1024-byte alignment");
-  static_assert(STAGES >= 2 && TSTAGES >= 2 && TSTAGES % 2 == 0, "sm90 swap: need STAGES >= 2, TSTAGES even >= 2");
+  static_assert(STAGES >= 2 && TSTAGES >= 2, "sm90 swap: need STAGES >= 2 and TSTAGES >= 2");
 };
 
 template <int BM, int STAGES, int TSTAGES>
@@ -116,64 +114,54 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       return;
     }
     const int wt = tid - C::kWorker0;  // worker thread index
-    // K tiles are dequantized kBatch at a time and published with one proxy fence: measured on the H200, the fence
-    // costs about a memory latency (it appears to wait for the CTA's TMA loads in flight), ~860 cycles per K tile
-    // when every tile had its own.
-    for (int it0 = 0; it0 < num_main; it0 += C::kBatch) {
-#pragma unroll 1
-      for (int j = 0; j < C::kBatch && it0 + j < num_main; ++j) {
-        const int it = it0 + j;
-        const int st = it / C::kSub, sub = it % C::kSub, s = st % STAGES;
-        const u32 slot = packed + s * C::kStage;
-        const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
-        if (sub == 0) mbar_wait(full_p + 8 * s, (st / STAGES) & 1);
-        u32 q[C::kItemsPerThread][4], sw[C::kItemsPerThread];
-        int row[C::kItemsPerThread], half[C::kItemsPerThread];
+    for (int it = 0; it < num_main; ++it) {
+      const int st = it / C::kSub, sub = it % C::kSub, s = st % STAGES;
+      const u32 slot = packed + s * C::kStage;
+      const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
+      if (sub == 0) mbar_wait(full_p + 8 * s, (st / STAGES) & 1);
+      u32 q[C::kItemsPerThread][4], sw[C::kItemsPerThread];
+      int row[C::kItemsPerThread], half[C::kItemsPerThread];
 #pragma unroll
-        for (int i = 0; i < C::kItemsPerThread; ++i) {
-          const int item = wt + C::kWorkers * i;
-          if (item < C::kItemsB) {  // B row r (warp-uniform branch: B's items fill whole warps)
-            const int r = item % C::kBN, h = item / C::kBN;
-            ld_shared_16(packed_word_addr_128(slot + C::kPackA, r, 2 * sub + h), q[i][0], q[i][1], q[i][2], q[i][3]);
-            const u32 w = load_scale_word(slot + C::kOffSfB + 512 * sub, brow0 + r);
-            sw[i] = (w & (n0 + r < p.n ? mask : 0u)) >> (16 * h);  // byte 0: group 2h, byte 1: group 2h + 1
-            row[i] = r;
-            half[i] = h;
-          } else if (item < C::kItems) {  // A row r; rows beyond M: TMA zero fill, and zero scales keep them zeros
-            const int r = (item - C::kItemsB) % BM, h = (item - C::kItemsB) / BM;
-            ld_shared_16(packed_word_addr_128(slot, r, 2 * sub + h), q[i][0], q[i][1], q[i][2], q[i][3]);
-            const i64 grow = m0 + r;
-            const u32 w = load_scale_word(slot + C::kOffSfA + C::kSub * 512 * (int)((grow >> 7) - sfa0) + 512 * sub,
-                                          (int)(grow & 127));
-            sw[i] = (w & (grow < p.m ? mask : 0u)) >> (16 * h);
-            row[i] = C::kBN + r;  // the A tile follows the B tile: rows 64.. of the pair
-            half[i] = h;
-          }
+      for (int i = 0; i < C::kItemsPerThread; ++i) {
+        const int item = wt + C::kWorkers * i;
+        if (item < C::kItemsB) {  // B row r (warp-uniform branch: B's items fill whole warps)
+          const int r = item % C::kBN, h = item / C::kBN;
+          ld_shared_16(packed_word_addr_128(slot + C::kPackA, r, 2 * sub + h), q[i][0], q[i][1], q[i][2], q[i][3]);
+          const u32 w = load_scale_word(slot + C::kOffSfB + 512 * sub, brow0 + r);
+          sw[i] = (w & (n0 + r < p.n ? mask : 0u)) >> (16 * h);  // byte 0: group 2h, byte 1: group 2h + 1
+          row[i] = r;
+          half[i] = h;
+        } else if (item < C::kItems) {  // A row r; rows beyond M: TMA zero fill, and zero scales keep them zeros
+          const int r = (item - C::kItemsB) % BM, h = (item - C::kItemsB) / BM;
+          ld_shared_16(packed_word_addr_128(slot, r, 2 * sub + h), q[i][0], q[i][1], q[i][2], q[i][3]);
+          const i64 grow = m0 + r;
+          const u32 w = load_scale_word(slot + C::kOffSfA + C::kSub * 512 * (int)((grow >> 7) - sfa0) + 512 * sub,
+                                        (int)(grow & 127));
+          sw[i] = (w & (grow < p.m ? mask : 0u)) >> (16 * h);
+          row[i] = C::kBN + r;  // the A tile follows the B tile: rows 64.. of the pair
+          half[i] = h;
         }
-        if (sub == C::kSub - 1 || it == num_main - 1) {  // every K tile of the stage has been read
-          __syncwarp();
-          if (lane == 0) mbar_arrive(empty_p + 8 * s);
-        }
-        const int ts = it % TSTAGES;
-        const u32 tb = tiles + ts * C::kTiles;
-        mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
+      }
+      if (sub == C::kSub - 1 || it == num_main - 1) {  // every K tile of the stage has been read
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_p + 8 * s);
+      }
+      const int ts = it % TSTAGES;
+      const u32 tb = tiles + ts * C::kTiles;
+      mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
 #pragma unroll
-        for (int i = 0; i < C::kItemsPerThread; ++i) {
-          if (wt + C::kWorkers * i < C::kItems) {
-            const u32 s2 = scale2_half2_x128(__byte_perm(sw[i], 0u, 0x4140u));
+      for (int i = 0; i < C::kItemsPerThread; ++i) {
+        if (wt + C::kWorkers * i < C::kItems) {
+          const u32 s2 = scale2_half2_x128(__byte_perm(sw[i], 0u, 0x4140u));
 #pragma unroll
-            for (int w = 0; w < 4; ++w) {
-              u32 o[4];
-              dequant8_f16(q[i][w], w < 2 ? half2_lo_lo(s2) : half2_hi_hi(s2), o);
-              st_shared_16(tile_chunk(tb, row[i], 4 * half[i] + w), o[0], o[1], o[2], o[3]);
-            }
+          for (int w = 0; w < 4; ++w) {
+            u32 o[4];
+            dequant8_f16(q[i][w], w < 2 ? half2_lo_lo(s2) : half2_hi_hi(s2), o);
+            st_shared_16(tile_chunk(tb, row[i], 4 * half[i] + w), o[0], o[1], o[2], o[3]);
           }
         }
       }
-      fence_proxy_async_shared();
-      __syncwarp();
-      if (lane == 0)
-        for (int j = 0; j < C::kBatch && it0 + j < num_main; ++j) mbar_arrive(full_t + 8 * ((it0 + j) % TSTAGES));
+      arrive_tile_written(full_t + 8 * ts, lane);
     }
     for (int it = num_main; it < total; ++it) {  // rank tiles: l1 and d columns 64t.. straight into the ring by TMA
       const int t = it - num_main, ts = it % TSTAGES;

@@ -119,9 +119,9 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws_bn128_s8_b3", 128, 8, 3),
       sm90_ws("sm90_ws_bn192_s6_b3", 192, 6, 3),
       sm90_ws("sm90_ws_bn192_s8_b2", 192, 8, 2),
-      sm90_swap("sm90_swap_bm24_s4_t8", 24, 4, 8),
-      sm90_swap("sm90_swap_bm72_s3_t8", 72, 3, 8),
-      sm90_swap("sm90_swap_bm136_s2_t4", 136, 2, 4),
+      sm90_swap("sm90_swap_bm24_s4_t4", 24, 4, 4),
+      sm90_swap("sm90_swap_bm72_s4_t4", 72, 4, 4),
+      sm90_swap("sm90_swap_bm136_s3_t4", 136, 3, 4),
   };
 }
 
