@@ -12,7 +12,7 @@ B=${1:-build/release}; shift || true
 WHAT=${*:-tune tests sanitizer bench}
 OUT=${OUT:-$PWD/.out}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
-CANDIDATES=${CANDIDATES:-sm90_ws_bn256_s6_b2,sm90_ws_bn256_s6_b3,sm90_ws_bn128_s8_b3,sm90_ws_bn192_s6_b3,sm90_ws_bn192_s8_b2,sm90_wgmma_bm128_s4,sm80_gemm_bm64_s6_t2,sm90_swap_bm24_s4_t4,sm90_swap_bm72_s4_t4,sm90_swap_bm136_s3_t4}
+CANDIDATES=${CANDIDATES:-sm90_ws_bn256_s6_b2,sm90_ws_bn256_s6_b3,sm90_ws_bn128_s8_b3,sm90_ws_bn192_s6_b3,sm90_ws_bn192_s8_b2,sm90_wgmma_bm128_s4,sm80_gemm_bm64_s6_t2,sm90_swap_bm24_s12_b4,sm90_swap_bm72_s12_b4,sm90_swap_bm136_s10_b4}
 TABLE=${TABLE:-$OUT/sm_90a.json}
 status=0
 for w in $WHAT; do

@@ -22,9 +22,6 @@ SVDQ_DEV u32 dequant_pair_f16(u32 q_shifted, u32 scale_h2) {
 SVDQ_DEV u32 packed_word_addr(u32 tile, int row, int w) {
   return tile + row * 32 + ((((w >> 2) ^ (row >> 2)) & 1) << 4) + (w & 3) * 4;
 }
-// Address of 16-byte chunk `chunk` (0..7: K elements 32*chunk.. of a 256-wide stage) of row `row` of a packed tile
-// with 128-byte rows in the 128-byte TMA swizzle (chunk j sits at j ^ (row % 8); the tile is 1024-byte aligned).
-SVDQ_DEV u32 packed_word_addr_128(u32 tile, int row, int chunk) { return tile + row * 128 + ((chunk ^ (row & 7)) << 4); }
 SVDQ_DEV void load_packed_row(u32 tile, int row, u32* q) {
   ld_shared_16(packed_word_addr(tile, row, 0), q[0], q[1], q[2], q[3]);
   ld_shared_16(packed_word_addr(tile, row, 4), q[4], q[5], q[6], q[7]);

@@ -26,8 +26,8 @@ struct alignas(64) TmaDesc {
 // The warp-specialized sm_90a programs: the operands as tensor maps plus the plain pointers for the rest.
 // Box rows: sm90_svdq_ws has A rows 128, B rows BN; sm90_svdq_swap has A rows BM (its activation tile), B rows 64.
 struct Sm90WsParams {
-  TmaDesc tma_a;   // packed A codes [M, K/2] bytes, box 32 (ws) or 128 (swap) bytes x A rows, swizzle = box width
-  TmaDesc tma_b;   // packed B codes [N, K/2] bytes, box 32 (ws) or 128 (swap) bytes x B rows, swizzle = box width
+  TmaDesc tma_a;   // packed A codes [M, K/2] bytes, box 32 x A rows, 32-byte swizzle
+  TmaDesc tma_b;   // packed B codes [N, K/2] bytes, box 32 x B rows, 32-byte swizzle
   TmaDesc tma_l1;  // l1 [N, r] BF16, box 64 x B rows, 128-byte swizzle
   TmaDesc tma_d;   // d [M, r] BF16, box 64 x A rows, 128-byte swizzle (sm90_svdq_swap only)
   MmParams mm;

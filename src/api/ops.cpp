@@ -62,11 +62,8 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     wp.mm = p;
     const uint64_t kb = static_cast<uint64_t>(dm.k / 2), rank = static_cast<uint64_t>(dm.rank);
     const uint32_t rows_a = swap ? static_cast<uint32_t>(build.bm) : 128u, rows_b = static_cast<uint32_t>(build.bn);
-    // Packed rows per box: 32 bytes (one K tile of 64, 32-byte swizzle) for sm90_svdq_ws, 128 bytes (4 K tiles,
-    // 128-byte swizzle) for sm90_svdq_swap.
-    const uint32_t box_k = swap ? 128u : 32u;
-    jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, box_k, rows_a, box_k);
-    jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, box_k, rows_b, box_k);
+    jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, rows_a, 32);
+    jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, rows_b, 32);
     jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, rows_b, 128);
     if (swap) jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, rows_a, 128);
     launch(build, dev, gx, gy, stream, &wp);

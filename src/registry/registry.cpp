@@ -75,7 +75,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages) {
   return b;
 }
 
-// Mirrors Sm90SwapConfig in kernels/sm90/sm90_svdq_swap.cuh (stages of 256 K, tstages FP16 tile pairs).
+// Mirrors Sm90SwapConfig in kernels/sm90/sm90_svdq_swap.cuh.
 Build sm90_swap(const std::string& id, int bm, int stages, int tstages) {
   Build b;
   b.id = id;
@@ -86,9 +86,9 @@ Build sm90_swap(const std::string& id, int bm, int stages, int tstages) {
   b.bn = 64;
   b.stages = stages;
   b.tile_bufs = tstages;
-  b.threads = 544;  // 1 consumer warpgroup, 1 producer warp, 12 dequant warps
+  b.threads = 544;  // 1 consumer warpgroup, 1 producer warp, 2 teams of 6 dequant warps
   const int64_t sf_blocks = (120 + bm + 127) / 128;
-  const int64_t stage = (int64_t(bm) * 128 + 64 * 128 + 4 * 512 + sf_blocks * 4 * 512 + 1023) / 1024 * 1024;
+  const int64_t stage = (int64_t(bm) * 32 + 64 * 32 + 512 + sf_blocks * 512 + 255) / 256 * 256;
   b.smem_bytes = int64_t(tstages) * (64 + bm) * 128 + stages * stage + (2 * stages + 2 * tstages) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
@@ -119,9 +119,9 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws_bn128_s8_b3", 128, 8, 3),
       sm90_ws("sm90_ws_bn192_s6_b3", 192, 6, 3),
       sm90_ws("sm90_ws_bn192_s8_b2", 192, 8, 2),
-      sm90_swap("sm90_swap_bm24_s4_t4", 24, 4, 4),
-      sm90_swap("sm90_swap_bm72_s4_t4", 72, 4, 4),
-      sm90_swap("sm90_swap_bm136_s3_t4", 136, 3, 4),
+      sm90_swap("sm90_swap_bm24_s12_b4", 24, 12, 4),
+      sm90_swap("sm90_swap_bm72_s12_b4", 72, 12, 4),
+      sm90_swap("sm90_swap_bm136_s10_b4", 136, 10, 4),
   };
 }
 
@@ -171,8 +171,8 @@ std::string Build::description() const {
       break;
     case Program::Sm90Swap:
       os << "sm_90a swap-AB wgmma GEMM for small M, tile " << bm << " rows x " << bn << " columns x 64, TMA + mbarrier ring of "
-         << stages << " packed 256-K stages, " << tile_bufs << " FP16 tile pairs, a producer warp, 12 dequant warps, "
-         << "1 SS-wgmma consumer warpgroup, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
+         << stages << " packed slots, " << tile_bufs << " FP16 tile pairs, a producer warp, 2 teams of 6 dequant warps on alternate K tiles, 1 SS-wgmma consumer warpgroup, "
+         << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
   }
   return os.str();

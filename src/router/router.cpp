@@ -16,7 +16,7 @@ namespace {
 // spends about max(tensor time 2*bm cycles, dequantization issue time ~1.25*(64 + bm) cycles); the estimate is
 // that times the waves of tiles over the SMs, and the cheapest tile height wins.
 const registry::Build& small_m_build(int sm_count, const MmShape& s) {
-  static const char* const kIds[] = {"sm90_swap_bm24_s4_t4", "sm90_swap_bm72_s4_t4", "sm90_swap_bm136_s3_t4"};
+  static const char* const kIds[] = {"sm90_swap_bm24_s12_b4", "sm90_swap_bm72_s12_b4", "sm90_swap_bm136_s10_b4"};
   const registry::Build* best = nullptr;
   double best_cost = 0.0;
   for (const char* id : kIds) {

@@ -72,14 +72,14 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // M <= 256: swap-AB. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one wave) beat 136-row tiles (48 CTAs of twice
   // the tensor work) and 24-row tiles (288 CTAs, three waves).
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
-            "sm90_swap_bm72_s4_t4");
+            "sm90_swap_bm72_s12_b4");
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 32, false}).id,
-            "sm90_swap_bm24_s4_t4");
+            "sm90_swap_bm24_s12_b4");
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {44, 3072, 3072, 32, false}).id,
-            "sm90_swap_bm24_s4_t4");
+            "sm90_swap_bm24_s12_b4");
   // 256 rows: 2 x 48 = 96 tiles of 136 rows (one wave) against 4 x 48 = 192 tiles of 72 (two waves).
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {256, 3072, 3072, 32, false}).id,
-            "sm90_swap_bm136_s3_t4");
+            "sm90_swap_bm136_s10_b4");
   // Above kSwapMaxM: the warp-specialized program; 3 x 12 = 36 tiles of 128x256 cannot fill 132 SMs: 128x128.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {257, 3072, 3072, 32, true}).id,
             "sm90_ws_bn128_s8_b3");

@@ -94,19 +94,19 @@ TEST(RouteTable, MergedReplacesRetunedShapesAndKeepsTheRest) {
   update.command = "svdq tune --update x.json --out x.json";
   rt::RouteRecord retuned;
   retuned.shape = {129, 3072, 3072, 32, true};
-  retuned.build = "sm90_swap_bm72_s4_t4";
+  retuned.build = "sm90_swap_bm72_s12_b4";
   retuned.us = 9.5;
   rt::RouteRecord added;
   added.shape = {1, 3072, 3072, 32, false};
-  added.build = "sm90_swap_bm24_s4_t4";
+  added.build = "sm90_swap_bm24_s12_b4";
   added.us = 3.0;
   update.records = {retuned, added};
   const rt::RouteTable m = rt::merged(base, update);
   ASSERT_EQ(m.records.size(), 3u);
-  EXPECT_EQ(m.records[0].build, "sm90_swap_bm72_s4_t4");  // replaced in place
+  EXPECT_EQ(m.records[0].build, "sm90_swap_bm72_s12_b4");  // replaced in place
   EXPECT_EQ(m.records[0].us, 9.5);
   EXPECT_EQ(m.records[1].build, "sm80_gemm_bm128_s4_t1");  // not retuned: kept
-  EXPECT_EQ(m.records[2].build, "sm90_swap_bm24_s4_t4");  // new shape: appended
+  EXPECT_EQ(m.records[2].build, "sm90_swap_bm24_s12_b4");  // new shape: appended
   EXPECT_EQ(m.created, update.created);
   EXPECT_EQ(m.command, base.command + " && " + update.command);
   EXPECT_EQ(rt::RouteTable::parse(m.to_json(), "merged").to_json(), m.to_json());
