@@ -31,7 +31,7 @@ SVDQ_DEV u32 load_scale_word(u32 block, int row) { return ld_shared_u32(block + 
 
 // Publishes this warp's st.shared writes of a tile to the async proxy (wgmma) and arrives on `bar` once for the
 // warp: every lane fences its own writes, the warp converges (ordering them before lane 0's release), lane 0
-// arrives. `bar` counts writing warps: one arrival per thread was measured to serialize on the barrier word.
+// arrives. `bar` counts writing warps (32x fewer arrivals than one per thread; no speed difference was measured).
 SVDQ_DEV void arrive_tile_written(u32 bar, int lane) {
   fence_proxy_async_shared();
   __syncwarp();

@@ -6,14 +6,13 @@
 //       FP32 accumulators), then the epilogue writes the transposed fragment (out[m][n]).
 //   producer (warp 4): one lane issues the loads: packed FP4 tiles of A (BM rows) and B (64 rows) by TMA (32-byte
 //       swizzle) and their 512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of mbarrier-guarded
-//       slots. It never runs a proxy fence: measured on the H200, a fence in the warp that issued the bulk copies
-//       waited for them, one memory latency (~1 300 cycles) per K tile.
-//   workers (warps 5-16, two teams of 6 warps taking alternate K tiles, so two tiles' fixed latencies — barrier
-//       waits, shared-memory round trips, the proxy fence — overlap): dequantize both tiles (half a row per item)
-//       into FP16 tiles in the 128-byte-swizzled K-major layout (TSTAGES-deep ring) that wgmma reads. For the rank
-//       steps a worker TMA-loads l1 and d (BF16) into the same ring.
-//   Before: with B's fragments built in the consumer's registers (RS form) its one warp per scheduler was
-//   latency-bound at ~1 300 cycles per K tile.
+//       slots. It never runs a proxy fence: with the loads issued by a thread that also dequantized and fenced, the
+//       H200 took ~1 300 cycles per K tile, ~860 with this warp (the fence appears to wait for the warp's own bulk
+//       copies; bench/results/2026-11-30_h200_sm90_swap.md).
+//   workers (warps 5-16, two teams of 6 warps taking alternate K tiles): dequantize both tiles (half a row per
+//       item) into FP16 tiles in the 128-byte-swizzled K-major layout (TSTAGES-deep ring) that wgmma reads. For
+//       the rank steps a worker TMA-loads l1 and d (BF16) into the same ring. (Measured: two teams no faster than
+//       one team of 11 warps; the workers' instruction issue bounds this program, ~5.9 instructions per value.)
 //
 // Each output element sums the same products in the same K order as every other program (main K tiles of 64, k16
 // steps in order, (0,4,1,5,2,6,3,7) inside each group of 8, then the rank in k16 steps; a product a*b is b*a), so

@@ -12,9 +12,11 @@ namespace svdq::router {
 
 namespace {
 
-// Small M on Hopper: the swap-AB program (tiles of bm activation rows x 64 output columns). Per K tile of 64 a CTA
-// spends about max(tensor time 2*bm cycles, dequantization issue time ~1.25*(64 + bm) cycles); the estimate is
-// that times the waves of tiles over the SMs, and the cheapest tile height wins.
+// Small M on Hopper: the swap-AB program (tiles of bm activation rows x 64 output columns). A cost model: per K
+// tile of 64 a CTA spends about max(tensor time 2*bm cycles, dequantization time ~1.25*(64 + bm)); times the waves
+// of tiles over the SMs; the cheapest tile height wins. Its picks agree with `svdq tune` on the H200 for M = 129
+// (bm72 first, bm136 second on all 12 suite shapes; bench/results/2026-11-30_h200_sm90_swap.md); the absolute
+// cycle counts are not the measured ones (the dequantization warps' issue rate dominates, ~860 cycles per K tile).
 const registry::Build& small_m_build(int sm_count, const MmShape& s) {
   static const char* const kIds[] = {"sm90_swap_bm24_s12_b4", "sm90_swap_bm72_s12_b4", "sm90_swap_bm136_s10_b4"};
   const registry::Build* best = nullptr;
