@@ -113,6 +113,32 @@ const RouteRecord* RouteTable::find(const MmShape& s) const {
   return nullptr;
 }
 
+RouteRecord pick_record(const MmShape& shape, const std::vector<Measured>& candidates, const RouteRecord* previous,
+                        double keep_tolerance) {
+  if (candidates.empty()) throw Error(ErrorCode::InvalidArgument, "pick_record: no candidate builds were measured");
+  std::vector<size_t> order(candidates.size());
+  for (size_t c = 0; c < order.size(); ++c) order[c] = c;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return candidates[a].us < candidates[b].us; });
+  if (previous) {
+    for (size_t i = 1; i < order.size(); ++i) {
+      const Measured& m = candidates[order[i]];
+      if (m.build == previous->build && m.us <= candidates[order[0]].us * (1.0 + keep_tolerance)) {
+        std::rotate(order.begin(), order.begin() + i, order.begin() + i + 1);  // to the front, the rest keep order
+        break;
+      }
+    }
+  }
+  RouteRecord r;
+  r.shape = shape;
+  r.build = candidates[order[0]].build;
+  r.us = candidates[order[0]].us;
+  if (order.size() > 1) {
+    r.runner_up = candidates[order[1]].build;
+    r.runner_up_us = candidates[order[1]].us;
+  }
+  return r;
+}
+
 RouteTable merged(const RouteTable& base, const RouteTable& update) {
   if (base.arch != update.arch)
     throw Error(ErrorCode::InvalidArgument, "cannot update a route table for " + base.arch + " with records measured for " +

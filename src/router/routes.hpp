@@ -39,6 +39,20 @@ struct RouteTable {
   const RouteRecord* find(const MmShape& s) const;  // exact (M, N, K, rank, bias) match or nullptr
 };
 
+// One candidate's median time for a shape, from `svdq tune`.
+struct Measured {
+  std::string build;
+  double us = 0.0;
+};
+// Relative slack within which a retune (`svdq tune --update`) keeps a shape's previous build.
+constexpr double kKeepTolerance = 0.02;
+// The record for `shape` from its candidates' times: the fastest build, the second fastest as runner-up; except
+// that `previous` (the record being retuned, or nullptr) keeps its build when that build was measured within
+// `keep_tolerance` of the fastest (a retune that changes nothing keeps the route), the fastest then being the
+// runner-up. Throws svdq::Error(InvalidArgument) for an empty candidate list.
+RouteRecord pick_record(const MmShape& shape, const std::vector<Measured>& candidates, const RouteRecord* previous,
+                        double keep_tolerance);
+
 // `base` after a retune: each record of `update` replaces base's record for the same shape or is appended; the
 // metadata is update's, the command both commands in order. Tables for different arches are an error.
 RouteTable merged(const RouteTable& base, const RouteTable& update);

@@ -84,6 +84,35 @@ TEST(RouteTable, RoundTripsAndFindsExactShapes) {
   EXPECT_EQ(u.find({130, 3072, 3072, 32, true}), nullptr);
 }
 
+TEST(RouteTable, PickRecordTakesTheFastestOrKeepsATiedPreviousBuild) {
+  const rt::MmShape shape{129, 3072, 3072, 32, true};
+  const std::vector<rt::Measured> c = {{"sm90_ws_bn128_s8_b3", 45.0}, {"sm90_swap_bm72_s12_b4", 27.3},
+                                       {"sm90_swap_bm136_s10_b4", 27.6}};
+  rt::RouteRecord r = rt::pick_record(shape, c, nullptr, rt::kKeepTolerance);
+  EXPECT_EQ(r.build, "sm90_swap_bm72_s12_b4");
+  EXPECT_EQ(r.us, 27.3);
+  EXPECT_EQ(r.runner_up, "sm90_swap_bm136_s10_b4");
+  EXPECT_EQ(r.runner_up_us, 27.6);
+  EXPECT_EQ(r.shape.m, 129);
+  rt::RouteRecord prev;
+  prev.shape = shape;
+  prev.build = "sm90_swap_bm136_s10_b4";  // 1.1% slower than the fastest: within 2%, kept
+  r = rt::pick_record(shape, c, &prev, rt::kKeepTolerance);
+  EXPECT_EQ(r.build, "sm90_swap_bm136_s10_b4");
+  EXPECT_EQ(r.us, 27.6);
+  EXPECT_EQ(r.runner_up, "sm90_swap_bm72_s12_b4");
+  prev.build = "sm90_ws_bn128_s8_b3";  // 65% slower: replaced
+  r = rt::pick_record(shape, c, &prev, rt::kKeepTolerance);
+  EXPECT_EQ(r.build, "sm90_swap_bm72_s12_b4");
+  EXPECT_EQ(r.runner_up, "sm90_swap_bm136_s10_b4");
+  prev.build = "sm80_gemm_bm64_s6_t2";  // not a candidate this time: the fastest wins
+  EXPECT_EQ(rt::pick_record(shape, c, &prev, rt::kKeepTolerance).build, "sm90_swap_bm72_s12_b4");
+  r = rt::pick_record(shape, {{"sm90_ws_bn128_s8_b3", 45.0}}, nullptr, rt::kKeepTolerance);
+  EXPECT_EQ(r.build, "sm90_ws_bn128_s8_b3");
+  EXPECT_TRUE(r.runner_up.empty());
+  EXPECT_THROW(rt::pick_record(shape, {}, nullptr, rt::kKeepTolerance), svdq::Error);
+}
+
 TEST(RouteTable, MergedReplacesRetunedShapesAndKeepsTheRest) {
   const rt::RouteTable base = sample();
   rt::RouteTable update;

@@ -3,7 +3,6 @@
 // table (router/routes.hpp) naming the fastest build per shape. The shipped data/routes/sm_90a.json is its output.
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -27,9 +26,6 @@
 namespace svdq::cli {
 
 namespace {
-
-// Relative slack within which `--update` keeps a shape's previous build.
-constexpr double kKeepTolerance = 0.02;
 
 struct TuneOptions {
   std::string shapes;  // empty: the default suite
@@ -133,28 +129,11 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
       for (size_t c = 0; c < cands.size(); ++c) measure(c, false);
     for (int r = 0; r < o.repeats; ++r)  // forward, then backward: every candidate sits at every position
       for (size_t j = 0; j < cands.size(); ++j) measure(r % 2 ? cands.size() - 1 - j : j, true);
-    std::vector<size_t> order(cands.size());
-    for (size_t c = 0; c < order.size(); ++c) order[c] = c;
-    std::vector<double> med(cands.size());
-    for (size_t c = 0; c < cands.size(); ++c) med[c] = bench::median(us[c]);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return med[a] < med[b]; });
-    router::RouteRecord rec;
-    rec.shape = {s.m, s.n, s.k, s.rank, s.bias};
-    // Updating a table: a shape whose previous build measures within kKeepTolerance of the fastest keeps it (a
-    // retune that changes nothing keeps the route); it moves to the front, the fastest becomes the runner-up.
-    if (const router::RouteRecord* prev = base ? base->find(rec.shape) : nullptr) {
-      for (size_t c = 0; c < cands.size(); ++c)
-        if (cands[c]->id == prev->build && c != order[0] && med[c] <= med[order[0]] * (1.0 + kKeepTolerance)) {
-          order.erase(std::find(order.begin(), order.end(), c));
-          order.insert(order.begin(), c);
-        }
-    }
-    rec.build = cands[order[0]]->id;
-    rec.us = med[order[0]];
-    if (order.size() > 1) {
-      rec.runner_up = cands[order[1]]->id;
-      rec.runner_up_us = med[order[1]];
-    }
+    std::vector<router::Measured> measured;
+    for (size_t c = 0; c < cands.size(); ++c) measured.push_back({cands[c]->id, bench::median(us[c])});
+    const router::RouteRecord* prev = base ? base->find({s.m, s.n, s.k, s.rank, s.bias}) : nullptr;
+    const router::RouteRecord rec =
+        router::pick_record({s.m, s.n, s.k, s.rank, s.bias}, measured, prev, router::kKeepTolerance);
     table.records.push_back(rec);
     std::printf("%-28s %-24s %9.2f us   (runner-up %s %.2f us)\n", s.str().c_str(), rec.build.c_str(), rec.us,
                 rec.runner_up.empty() ? "-" : rec.runner_up.c_str(), rec.runner_up_us);
