@@ -63,26 +63,22 @@ for n in SS_NS:
 w("")
 
 # Dispatch by N, so programs name the instruction by their tile width.
+def dispatch(form, ty, ns, params, args):
+    alts = " || ".join(f"N == {n}" for n in ns)
+    w(f"// m64nNk16 {form.upper()} wgmma ({ty} inputs) for a tile width N.")
+    w("template <int N>")
+    w(f"SVDQ_DEV void wgmma_{form}_{ty}({params}) {{")
+    w(f'  static_assert({alts}, "wgmma_{form}_{ty}: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");')
+    for i, n in enumerate(ns):
+        kw = "if" if i == 0 else "else if"
+        w(f"  {kw} constexpr (N == {n}) wgmma_{form}_m64n{n}k16_{ty}({args});")
+    w("}")
+
+for ty in ("f16", "bf16"):
+    dispatch("rs", ty, NS, "float* d, const u32* a, u64 desc_b", "d, a, desc_b")
+for ty in ("f16", "bf16"):
+    dispatch("ss", ty, SS_NS, "float* d, u64 desc_a, u64 desc_b", "d, desc_a, desc_b")
 alts = " || ".join(f"N == {n}" for n in NS)
-for ty in ("f16", "bf16"):
-    w(f"// m64nNk16 RS wgmma ({ty} inputs) for a tile width N.")
-    w(f"template <int N>")
-    w(f"SVDQ_DEV void wgmma_rs_{ty}(float* d, const u32* a, u64 desc_b) {{")
-    w(f'  static_assert({alts}, "wgmma_rs_{ty}: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");')
-    for i, n in enumerate(NS):
-        kw = "if" if i == 0 else "else if"
-        w(f"  {kw} constexpr (N == {n}) wgmma_rs_m64n{n}k16_{ty}(d, a, desc_b);")
-    w("}")
-alts_ss = " || ".join(f"N == {n}" for n in SS_NS)
-for ty in ("f16", "bf16"):
-    w(f"// m64nNk16 SS wgmma ({ty} inputs) for a tile width N.")
-    w(f"template <int N>")
-    w(f"SVDQ_DEV void wgmma_ss_{ty}(float* d, u64 desc_a, u64 desc_b) {{")
-    w(f'  static_assert({alts_ss}, "wgmma_ss_{ty}: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");')
-    for i, n in enumerate(SS_NS):
-        kw = "if" if i == 0 else "else if"
-        w(f"  {kw} constexpr (N == {n}) wgmma_ss_m64n{n}k16_{ty}(d, desc_a, desc_b);")
-    w("}")
 w("// wgmma.wait_group PENDING for a warpgroup whose accumulators are those of an m64nNk16 tile.")
 w("template <int N, int PENDING>")
 w("SVDQ_DEV void wgmma_wait_acc(float* d) {")
