@@ -170,9 +170,10 @@ std::string Build::description() const {
          << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::Sm90Swap:
-      os << "sm_90a swap-AB wgmma GEMM for small M, tile " << bm << " rows x " << bn << " columns x 64, TMA + mbarrier ring of "
-         << stages << " packed slots, " << tile_bufs << " FP16 tile pairs, a producer warp, 2 teams of 6 dequant warps on alternate K tiles, 1 SS-wgmma consumer warpgroup, "
-         << smem_bytes / 1024 << " KiB smem, sm_90a only";
+      os << "sm_90a swap-AB wgmma GEMM for small M, tile " << bm << " rows x " << bn << " columns x 64, TMA + "
+         << "mbarrier ring of " << stages << " packed slots, " << tile_bufs << " FP16 tile pairs, a producer warp, "
+         << "2 teams of 6 dequant warps on alternate K tiles, 1 SS-wgmma consumer warpgroup, " << smem_bytes / 1024
+         << " KiB smem, sm_90a only";
       break;
   }
   return os.str();

@@ -163,7 +163,8 @@ void add_tune(CLI::App& app, int* exit_code, const std::string& command_line) {
   sub->add_option("--builds", o->builds, "Comma-separated candidate build ids (default: every GEMM build usable here)");
   sub->add_option("--update", o->update,
                   "Route table to update: its other shapes are kept; a retuned shape keeps its build when that build "
-                  "measures within 2% of the fastest")
+                  "measures within " + std::to_string(static_cast<int>(router::kKeepTolerance * 100 + 0.5)) +
+                      "% of the fastest")
       ->check(CLI::ExistingFile);
   sub->add_option("--repeats", o->repeats, "Timed samples per candidate per shape")
       ->check(CLI::Range(1, 1000000))
