@@ -27,15 +27,15 @@ using nlohmann::json;
 
 auto key(const MmShape& s) { return std::make_tuple(s.m, s.n, s.k, s.rank, s.bias); }
 
-std::string read_file(const std::string& path, const char* var) {
+}  // namespace
+
+RouteTable RouteTable::load(const std::string& path, const std::string& origin) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorCode::InvalidArgument, std::string(var) + "='" + path + "': cannot open the route table file");
+  if (!f) throw Error(ErrorCode::InvalidArgument, origin + ": cannot open the route table file");
   std::stringstream ss;
   ss << f.rdbuf();
-  return ss.str();
+  return parse(ss.str(), origin);
 }
-
-}  // namespace
 
 RouteTable RouteTable::parse(const std::string& json_text, const std::string& origin) {
   const std::string org = "route table " + origin;  // every failure names the table
@@ -173,10 +173,10 @@ const RouteTable* active_route_table(const std::string& arch) {
   static std::map<std::string, std::unique_ptr<RouteTable>> files;  // parsed once per path
   std::lock_guard<std::mutex> lock(mu);
   auto it = files.find(*path);
-  if (it == files.end())
-    it = files.emplace(*path, std::make_unique<RouteTable>(RouteTable::parse(read_file(*path, "SVDQ_ROUTE_TABLE"),
-                                                                             "'" + *path + "' (SVDQ_ROUTE_TABLE)")))
-             .first;
+  if (it == files.end()) {
+    auto table = std::make_unique<RouteTable>(RouteTable::load(*path, "'" + *path + "' (SVDQ_ROUTE_TABLE)"));
+    it = files.emplace(*path, std::move(table)).first;
+  }
   // A table tuned for another arch says nothing about this device: the shipped table (or the heuristic) applies.
   return it->second->arch == arch ? it->second.get() : shipped_route_table(arch);
 }

@@ -35,6 +35,8 @@ struct RouteTable {
   // Throws svdq::Error(InvalidArgument) naming `origin` and the offending field: malformed JSON, a missing or
   // mistyped field, an unknown or non-GEMM build id, a duplicated shape.
   static RouteTable parse(const std::string& json_text, const std::string& origin);
+  // Reads and parses the file `path`; errors (also an unreadable file) name `origin`.
+  static RouteTable load(const std::string& path, const std::string& origin);
   std::string to_json() const;  // deterministic; parse(to_json()) round-trips
   const RouteRecord* find(const MmShape& s) const;  // exact (M, N, K, rank, bias) match or nullptr
 };

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -77,13 +76,9 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
   const auto kind = bench::parse_timer_kind(o.timer);
   const auto listed = o.builds.empty() ? std::vector<const registry::Build*>{} : parse_builds(o.builds);
   std::unique_ptr<router::RouteTable> base;
-  if (!o.update.empty()) {
-    std::ifstream f(o.update, std::ios::binary);
-    if (!f) throw Error(ErrorCode::InvalidArgument, "argument '--update': cannot read '" + o.update + "'");
-    std::ostringstream text;
-    text << f.rdbuf();
-    base = std::make_unique<router::RouteTable>(router::RouteTable::parse(text.str(), o.update));
-  }
+  if (!o.update.empty())
+    base = std::make_unique<router::RouteTable>(
+        router::RouteTable::load(o.update, "'" + o.update + "' (argument '--update')"));
   std::string reason;
   if (!gpu_available(&reason)) {
     std::fprintf(stderr, "svdq tune: no CUDA device: %s\n", reason.c_str());
