@@ -7,6 +7,7 @@
 // subnormal range) that power-of-two factor commutes with every rounding and is removed exactly by one multiply.
 #pragma once
 #include "common/sm80_ptx.cuh"
+#include "common/smxx_nvfp4_codec.cuh"
 
 namespace svdq_k {
 
@@ -49,19 +50,11 @@ SVDQ_DEV void scale4_half2_x128(u32 codes4, u32* out) {
   out[3] = half2_hi_hi(s23);
 }
 
-// 8 E2M1 codes (element i in bits 4i..4i+3) -> 4 FP16x2 words of e2m1 x s x 2^-7. Word j holds elements (j, j+4),
-// so within each group of 8 the K order is (0,4,1,5,2,6,3,7); both operands use it, and each k8 half of an mma
-// therefore sums the same products as in natural order.
+// 8 E2M1 codes -> 4 FP16x2 words of e2m1 x s x 2^-7 (the order of e2m1x8_f16x2_bits).
 SVDQ_DEV void dequant8_f16(u32 q, u32 scale_h2, u32* out) {
+  e2m1x8_f16x2_bits(q, out);
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    // Magnitude bits e1 e0 m of nibbles j and j+4 -> FP16 bits 11:9 of each half (value = e2m1 x 2^-14, 0.5
-    // becoming a subnormal); their sign bits -> bit 15 of each half. One shift per field straight from q: the masks
-    // keep only the bits that came from nibbles j and j+4.
-    const u32 mag = (9 >= 4 * j ? q << (9 - 4 * j) : q >> (4 * j - 9)) & 0x0E000E00u;
-    const u32 sgn = (q << (12 - 4 * j)) & 0x80008000u;
-    out[j] = hmul2_u32(mag | sgn, scale_h2);
-  }
+  for (int j = 0; j < 4; ++j) out[j] = hmul2_u32(out[j], scale_h2);
 }
 
 // Factor removed from the main-term accumulator before the rank steps and the epilogue (see above).

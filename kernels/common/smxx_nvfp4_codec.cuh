@@ -104,4 +104,36 @@ SVDQ_HD QuantBlock quantize_block16(const float* v, float global_scale) {
   return out;
 }
 
+// ---- E2M1 -> FP16 bit placement for the GEMM programs' in-kernel dequantization (smxx_dequant.cuh) ----
+// Byte permute (PRMT): byte i of the result is byte (sel >> 4i) & 7 of the 8-byte value (b:a); selector nibbles
+// here never set bit 3 (PRMT's sign-replicate mode). Host twin of __byte_perm for the CPU tests.
+SVDQ_HD u32 byte_perm(u32 a, u32 b, u32 sel) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(a, b, sel);
+#else
+  const unsigned long long v = ((unsigned long long)b << 32) | a;
+  u32 r = 0;
+  for (int i = 0; i < 4; ++i) r |= (u32)((v >> (8 * ((sel >> (4 * i)) & 7))) & 0xFFu) << (8 * i);
+  return r;
+#endif
+}
+
+// 8 E2M1 codes (element i in bits 4i..4i+3) -> the bits of 4 FP16x2 words e2m1 x 2^-14: word j holds elements
+// (j, j+4) (low half, high half): sign -> bit 15 of the half, magnitude bits e1 e0 m -> bits 11:9 (0.5 becoming a
+// subnormal), the rest zero. Within each group of 8 the K order is therefore (0,4,1,5,2,6,3,7); both operands use
+// it, and each k8 half of an mma sums the same products as in natural order.
+// Every code's FP16 high byte is s000eem0: one shift and one 3-input op build it for the four odd nibbles at once
+// (w: already in the high half of their bytes) and for the four even ones (v: moved up 4 first); a byte permute
+// then pairs the high bytes and zero-fills the low ones. 11 integer ops per 8 codes (15 with one shift per field).
+SVDQ_HD void e2m1x8_f16x2_bits(u32 q, u32* out) {
+  const u32 x = q & 0xF0F0F0F0u;                       // odd nibbles, each in the high half of its byte
+  const u32 w = (x | (x >> 3)) & 0x8E8E8E8Eu;         // byte i: FP16 high byte of element 2i + 1
+  const u32 y = (q << 4) & 0xF0F0F0F0u;                // even nibbles moved into the high halves
+  const u32 v = (y | (y >> 3)) & 0x8E8E8E8Eu;         // byte i: FP16 high byte of element 2i
+  out[0] = byte_perm(v, 0u, 0x2404u);                  // (0, v0, 0, v2): elements 0 and 4
+  out[1] = byte_perm(w, 0u, 0x2404u);                  // elements 1 and 5
+  out[2] = byte_perm(v, 0u, 0x3414u);                  // (0, v1, 0, v3): elements 2 and 6
+  out[3] = w & 0xFF00FF00u;                            // (0, w1, 0, w3): elements 3 and 7
+}
+
 }  // namespace svdq_k

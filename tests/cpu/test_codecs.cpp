@@ -5,9 +5,13 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <thread>
+#include <vector>
+#include <algorithm>
 
 #include "../model.hpp"
 #include "../test_util.hpp"
+#include "common/smxx_nvfp4_codec.cuh"
 #include "format/nvfp4.hpp"
 
 namespace {
@@ -357,3 +361,74 @@ TEST(Nibbles, Errors) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// In-kernel dequantization: E2M1 codes -> FP16 bit patterns (kernels/common/smxx_nvfp4_codec.cuh)
+// ---------------------------------------------------------------------------------------------------------------
+namespace {
+// FP16 bits -> value (normals and subnormals; E2M1 placements never reach Inf/NaN).
+double f16_value(uint32_t h) {
+  const int e = (h >> 10) & 31;
+  const double m = h & 1023;
+  const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+  return (h & 0x8000u) ? -v : v;
+}
+// The placement written per element, independently of the kernel's bit tricks: element i of the word goes to
+// half (i / 4) of word i % 4, sign to bit 15 of the half, magnitude bits to 11:9.
+void reference_f16x2_bits(uint32_t q, uint32_t* out) {
+  for (int j = 0; j < 4; ++j) out[j] = 0;
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t c = (q >> (4 * i)) & 15u;
+    out[i % 4] |= (((c & 8u) << 12) | ((c & 7u) << 9)) << (16 * (i / 4));
+  }
+}
+}  // namespace
+
+TEST(DequantBits, EveryCodeAtEveryPositionIsE2M1TimesTwoToMinus14) {
+  const uint64_t seed = test_seed(107);
+  SCOPED_TRACE(seed_trace(seed));
+  Rng rng(seed);
+  for (int pos = 0; pos < 8; ++pos)
+    for (uint32_t code = 0; code < 16; ++code)
+      for (int trial = 0; trial < 64; ++trial) {
+        uint32_t q = static_cast<uint32_t>(rng.range(0, 0xFFFF)) | (static_cast<uint32_t>(rng.range(0, 0xFFFF)) << 16);
+        q = (q & ~(15u << (4 * pos))) | (code << (4 * pos));
+        uint32_t out[4];
+        svdq_k::e2m1x8_f16x2_bits(q, out);
+        const uint32_t half = (out[pos % 4] >> (16 * (pos / 4))) & 0xFFFFu;
+        ASSERT_EQ(f16_value(half), std::ldexp(static_cast<double>(model::e2m1_value(static_cast<int>(code))), -14))
+            << "code " << code << " at position " << pos << " of 0x" << std::hex << q;
+        ASSERT_EQ(half & 0x71FFu, 0u) << "stray bits for code " << code;  // only sign and bits 11:9 may be set
+      }
+}
+
+TEST(DequantBits, AllWordsMatchThePerElementPlacement) {
+  // Exhaustive: every one of the 2^32 code words, split over the hardware threads. The reference adds each
+  // element's placement from a table built by reference_f16x2_bits on single-element words.
+  uint32_t table[8][16];
+  for (int i = 0; i < 8; ++i)
+    for (uint32_t c = 0; c < 16; ++c) {
+      uint32_t out[4];
+      reference_f16x2_bits(c << (4 * i), out);
+      table[i][c] = out[i % 4];
+    }
+  const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  std::vector<uint64_t> mismatches(workers, 0);
+  std::vector<uint32_t> first_bad(workers, 0);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < workers; ++t)
+    pool.emplace_back([&, t] {
+      const uint64_t lo = (1ull << 32) * t / workers, hi = (1ull << 32) * (t + 1) / workers;
+      for (uint64_t q64 = lo; q64 < hi; ++q64) {
+        const uint32_t q = static_cast<uint32_t>(q64);
+        uint32_t got[4], want[4] = {0, 0, 0, 0};
+        svdq_k::e2m1x8_f16x2_bits(q, got);
+        for (int i = 0; i < 8; ++i) want[i % 4] |= table[i][(q >> (4 * i)) & 15u];
+        const bool bad = got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3];
+        if (bad && mismatches[t]++ == 0) first_bad[t] = q;
+      }
+    });
+  for (auto& th : pool) th.join();
+  for (unsigned t = 0; t < workers; ++t)
+    EXPECT_EQ(mismatches[t], 0u) << "first mismatching word 0x" << std::hex << first_bad[t];
+}
