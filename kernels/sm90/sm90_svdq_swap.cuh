@@ -1,6 +1,6 @@
 // sm_90a swap-AB NVFP4 SVDQuant GEMM for small M: the weights B fill the 64-row (M) side of wgmma and the
 // activations A its N side, so a tile is 64 output columns x BM output rows and M = 129 pads to 144 (2 x 72) or 136,
-// not 256. 544 threads = 17 warps:
+// not 256. 160 + 32 x TEAMS x TEAM_WARPS threads:
 //
 //   consumer (warps 0-3, one warpgroup): only waits and issues wgmma.m64nBMk16 (both operands in shared memory,
 //       FP32 accumulators), then the epilogue writes the transposed fragment (out[m][n]).
@@ -9,10 +9,11 @@
 //       slots. It never runs a proxy fence: with the loads issued by a thread that also dequantized and fenced, the
 //       H200 took ~1 300 cycles per K tile, ~860 with this warp (the fence appears to wait for the warp's own bulk
 //       copies; bench/results/2026-11-30_h200_sm90_swap.md).
-//   workers (warps 5-16, two teams of 6 warps taking alternate K tiles): dequantize both tiles (half a row per
-//       item) into FP16 tiles in the 128-byte-swizzled K-major layout (TSTAGES-deep ring) that wgmma reads. For
-//       the rank steps a worker TMA-loads l1 and d (BF16) into the same ring. (Measured: two teams no faster than
-//       one team of 11 warps; the workers' instruction issue bounds this program, ~5.9 instructions per value.)
+//   workers (warps 5.., TEAMS teams of TEAM_WARPS warps taking K tiles in turn): dequantize both tiles (half a row
+//       per item) into FP16 tiles in the 128-byte-swizzled K-major layout (TSTAGES-deep ring) that wgmma reads. For
+//       the rank steps a worker TMA-loads l1 and d (BF16) into the same ring. (Measured on the H200: 2 x 6 no faster
+//       than one team of 11 warps, and 4 x 6, 3 x 8, 2 x 12 no faster than 2 x 6 either; ~0.54 issued instructions
+//       per scheduler and cycle, ~800 cycles per K tile; bench/results/2026-12-01_h200_sm90_dq_warps.md.)
 //
 // Each output element sums the same products in the same K order as every other program (main K tiles of 64, k16
 // steps in order, (0,4,1,5,2,6,3,7) inside each group of 8, then the rank in k16 steps; a product a*b is b*a), so
@@ -24,10 +25,10 @@
 
 namespace svdq_k {
 
-template <int BM, int STAGES, int TSTAGES>
+template <int BM, int STAGES, int TSTAGES, int TEAMS, int TEAM_WARPS>
 struct Sm90SwapConfig {
   static constexpr int kBN = 64;  // B rows (output columns) per CTA: the wgmma M side, one consumer warpgroup
-  static constexpr int kTeams = 2, kTeamWarps = 6, kTeamThreads = 32 * kTeamWarps;
+  static constexpr int kTeams = TEAMS, kTeamWarps = TEAM_WARPS, kTeamThreads = 32 * kTeamWarps;
   static constexpr int kProducer = 128, kWorker0 = kProducer + 32;  // first thread of the producer / worker warps
   static constexpr int kThreads = kWorker0 + kTeams * kTeamThreads;
   static constexpr int kBTile = kBN * 128, kATile = BM * 128;  // FP16/BF16 tiles: rows x 64 K
@@ -47,11 +48,12 @@ struct Sm90SwapConfig {
   static_assert(kPackA % 256 == 0, "sm90 swap: 32-byte-swizzled TMA boxes need 256-byte aligned offsets");
   static_assert(kTiles % 1024 == 0, "sm90 swap: 128-byte-swizzled tiles need 1024-byte alignment");
   static_assert(STAGES >= 2 && TSTAGES >= 2, "sm90 swap: need STAGES >= 2 and TSTAGES >= 2");
+  static_assert(TEAMS >= 1 && TEAM_WARPS % 2 == 0 && kThreads <= 1024, "sm90 swap: teams of an even warp count");
 };
 
-template <int BM, int STAGES, int TSTAGES>
+template <int BM, int STAGES, int TSTAGES, int TEAMS, int TEAM_WARPS>
 SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
-  using C = Sm90SwapConfig<BM, STAGES, TSTAGES>;
+  using C = Sm90SwapConfig<BM, STAGES, TSTAGES, TEAMS, TEAM_WARPS>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
@@ -108,6 +110,32 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       return;
     }
     const int team = (tid - C::kWorker0) / C::kTeamThreads, wt = (tid - C::kWorker0) % C::kTeamThreads;
+    // This thread's items, fixed for every K tile: item wt + kTeamThreads * i is half h = item & 1 (the same for
+    // all, kTeamThreads being even) of row r of the B tile (items < kItemsB) or of the A tile. Their shared-memory
+    // offsets (inside a packed slot and inside a tile pair) and row-validity masks are computed once.
+    const int h = wt & 1;
+    u32 pk_off[C::kItemsPerThread], sf_off[C::kItemsPerThread], row_ok[C::kItemsPerThread],
+        st_off[C::kItemsPerThread];
+#pragma unroll
+    for (int i = 0; i < C::kItemsPerThread; ++i) {
+      const int item = wt + C::kTeamThreads * i;
+      if (item < C::kItemsB) {  // B row r
+        const int r = item >> 1;
+        pk_off[i] = packed_word_addr(C::kPackA, r, 4 * h);
+        sf_off[i] = C::kOffSfB + (brow0 + r) % 32 * 16 + (brow0 + r) / 32 % 4 * 4;
+        row_ok[i] = n0 + r < p.n ? 0xFFFFFFFFu : 0u;
+      } else {  // A row r; rows beyond M: TMA zero fill, and zero scales keep them zeros
+        const int r = item < C::kItems ? (item - C::kItemsB) >> 1 : 0;
+        const i64 row = m0 + r;
+        pk_off[i] = packed_word_addr(0, r, 4 * h);
+        sf_off[i] = C::kOffSfA + 512 * (int)((row >> 7) - sfa0) + (int)(row & 31) * 16 + (int)((row >> 5) & 3) * 4;
+        row_ok[i] = row < p.m ? 0xFFFFFFFFu : 0u;
+      }
+      // Row r of the B tile, or row r of the A tile (which starts 64 rows, kBTile bytes, later); chunk 4h + w of a
+      // row sits at chunk (4h + w) ^ (row & 7) = (4h ^ (row & 7)) ^ w.
+      const int trow = item >> 1;
+      st_off[i] = trow * 128 + ((4 * h) ^ (trow & 7)) * 16;
+    }
     for (int it = team; it < num_main; it += C::kTeams) {
       const int s = it % STAGES;
       const u32 slot = packed + s * C::kStage;
@@ -116,19 +144,9 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       u32 q[C::kItemsPerThread][4], sw[C::kItemsPerThread];
 #pragma unroll
       for (int i = 0; i < C::kItemsPerThread; ++i) {
-        const int item = wt + C::kTeamThreads * i, h = item & 1;
-        if (item < C::kItemsB) {  // B row r (warp-uniform branch: B's items fill whole warps)
-          const int r = item >> 1;
-          ld_shared_16(packed_word_addr(slot + C::kPackA, r, 4 * h), q[i][0], q[i][1], q[i][2], q[i][3]);
-          const u32 w = load_scale_word(slot + C::kOffSfB, brow0 + r);
-          sw[i] = (w & (n0 + r < p.n ? mask : 0u)) >> (16 * h);  // byte 0: group 2h, byte 1: group 2h + 1
-        } else if (item < C::kItems) {  // A row r; rows beyond M: TMA zero fill, and zero scales keep them zeros
-          const int r = (item - C::kItemsB) >> 1;
-          ld_shared_16(packed_word_addr(slot, r, 4 * h), q[i][0], q[i][1], q[i][2], q[i][3]);
-          const i64 row = m0 + r;
-          const u32 w = ld_shared_u32(slot + C::kOffSfA + 512 * (int)((row >> 7) - sfa0) + (int)(row & 31) * 16 +
-                                      (int)((row >> 5) & 3) * 4);
-          sw[i] = (w & (row < p.m ? mask : 0u)) >> (16 * h);
+        if (wt + C::kTeamThreads * i < C::kItems) {
+          ld_shared_16(slot + pk_off[i], q[i][0], q[i][1], q[i][2], q[i][3]);
+          sw[i] = (ld_shared_u32(slot + sf_off[i]) & (row_ok[i] & mask)) >> (16 * h);  // groups 2h, 2h + 1
         }
       }
       __syncwarp();
@@ -138,16 +156,13 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
 #pragma unroll
       for (int i = 0; i < C::kItemsPerThread; ++i) {
-        const int item = wt + C::kTeamThreads * i, h = item & 1;
-        if (item < C::kItems) {
-          // Row r of the B tile, or row r of the A tile (which starts 64 rows, kBTile bytes, later).
-          const int r = item >> 1;
+        if (wt + C::kTeamThreads * i < C::kItems) {
           const u32 s2 = scale2_half2_x128(__byte_perm(sw[i], 0u, 0x4140u));
 #pragma unroll
           for (int w = 0; w < 4; ++w) {
             u32 o[4];
             dequant8_f16(q[i][w], w < 2 ? half2_lo_lo(s2) : half2_hi_hi(s2), o);
-            st_shared_16(tile_chunk(tb, r, 4 * h + w), o[0], o[1], o[2], o[3]);
+            st_shared_16(tb + (st_off[i] ^ (w << 4)), o[0], o[1], o[2], o[3]);
           }
         }
       }
