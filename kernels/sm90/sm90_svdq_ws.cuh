@@ -1,15 +1,19 @@
-// sm_90a warp-specialized NVFP4 SVDQuant GEMM over a 128 x BN output tile, 384 threads: one "dequant" warpgroup,
-// then two "consumer" warpgroups (setmaxnreg moves registers from the first to the second kind):
+// sm_90a warp-specialized NVFP4 SVDQuant GEMM over a 128 x BN output tile: max(1, DQ_WGS) "dequant" warpgroups, then
+// two "consumer" warpgroups (setmaxnreg moves registers from the first kind to the second), 256 + 128 max(1, DQ_WGS)
+// threads. Packed FP4 tiles of A and B come in by TMA (32-byte swizzle) and their 512-byte scale blocks by 1-D bulk
+// copies, into a STAGES-deep ring of mbarrier-guarded slots; B is dequantized into FP16 tiles in the
+// 128-byte-swizzled K-major layout (BSTAGES-deep ring) that wgmma reads from shared memory.
 //
-//   dequant (thread 0 also issues the loads): packed FP4 tiles of A and B come in by TMA (32-byte swizzle) and their
-//       512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of mbarrier-guarded slots. Thread t
-//       dequantizes B row t into an FP16 tile in the 128-byte-swizzled K-major layout (BSTAGES-deep ring) that wgmma
-//       reads from shared memory. For the rank steps thread 0 TMA-loads l1 (BF16) into the same ring.
-//   consumers (64 rows each): dequantize B rows 128..BN-1 (a few words per thread) into the same tile, and their
-//       A rows straight into wgmma A-fragment registers (RS form, no shared-memory round trip), one k16 part at a
-//       time, each part issued as wgmma.m64nBNk16 (FP32 accumulators) as soon as it is built. Rank steps load d
-//       fragments from global memory into the same registers and run BF16 wgmma into the same accumulators; then
-//       the fused epilogue.
+//   DQ_WGS = 0 (384 threads): dequant thread 0 also issues the loads, kLookahead K tiles ahead; dequant thread t
+//       writes B row t; the consumers write rows 128..BN-1.
+//   DQ_WGS >= 1: warp 0 is the producer (lane 0 issues the loads and never runs a proxy fence: in the swap-AB program
+//       a fence in the thread that had issued bulk copies waited for them, bench/results/2026-11-30_h200_sm90_swap.md);
+//       the other 4 DQ_WGS - 1 warps dequantize all of B in quarter rows (one K group of 16 per item).
+//   For the rank steps dequant thread 0 TMA-loads l1 (BF16) into the B ring.
+//   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
+//       shared-memory round trip), one k16 part at a time, each part issued as wgmma.m64nBNk16 (FP32 accumulators)
+//       as soon as it is built. Rank steps load d fragments from global memory into the same registers and run BF16
+//       wgmma into the same accumulators; then the fused epilogue.
 //
 // K order and per-k16 product sets are those of the other programs (main K tiles of 64 in order, k16 steps in order,
 // inside each group of 8 the order (0,4,1,5,2,6,3,7); then the rank in k16 steps), so the results are bitwise theirs.
@@ -22,10 +26,16 @@
 
 namespace svdq_k {
 
-template <int BN, int STAGES, int BSTAGES>
+template <int BN, int STAGES, int BSTAGES, int DQ_WGS>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
-  static constexpr int kThreads = 384;
+  // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
+  // the consumers the rest. DQ_WGS >= 1: the first DQ_WGS warpgroups are warp 0, the producer, and 4 DQ_WGS - 1
+  // dequant warps writing all of B; the consumers only build their A fragments.
+  static constexpr bool kProducerWarp = DQ_WGS > 0;
+  static constexpr int kC0 = 128 * (kProducerWarp ? DQ_WGS : 1);  // first consumer thread
+  static constexpr int kThreads = kC0 + 256;
+  static constexpr int kDq0 = kProducerWarp ? 32 : 0, kDqWarps = (kC0 - kDq0) / 32;  // the dequant warps
   static constexpr int kBTile = BN * 128;                    // FP16/BF16 B tile: BN rows x 64 K
   static constexpr int kPackA = kBM * 32, kPackB = BN * 32;  // packed codes per K tile of 64
   // 128-row scale blocks a tile touches (tiles start at multiples of BN, so a 192-row tile starts at 0 or 64 mod 128).
@@ -35,27 +45,54 @@ struct Sm90WsConfig {
   static constexpr int kOffPacked = BSTAGES * kBTile;
   static constexpr int kOffBars = kOffPacked + STAGES * kStage;
   static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * BSTAGES) * 8 + 1024;  // + slack for 1024-byte alignment
-  // B rows 0..128*kDqRows-1 belong to the dequant warpgroup (kDqRows per thread); the rest (rows 128..BN-1) to the
+  // DQ_WGS = 0: B rows 0..127 belong to the dequant warpgroup (one per thread), the rest (rows 128..BN-1) to the
   // 256 consumer threads, kCWords words (8 codes each) per thread.
-  static constexpr int kDqRows = 1;
-  static constexpr int kCWords = (BN - 128 * kDqRows) * 8 / 256;
-  static constexpr int kFullArrivals = 4 + (kCWords > 0 ? 8 : 0);  // one per warp that writes a part of a tile
-  // Loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most BSTAGES, so with
-  // this distance the slot being refilled has always been released already.
+  static constexpr int kCWords = kProducerWarp ? 0 : (BN - 128) * 8 / 256;
+  // DQ_WGS >= 1: items are quarter rows (one K group of 16, two words); dequant thread t takes quarter t % 4 of rows
+  // t / 4 + kRowStep * i. kRowStep is a multiple of 8 (the swizzle repeats every 8 rows), so every item of a thread
+  // sits at the same swizzle position.
+  static constexpr int kRowStep = kDqWarps * 8, kRounds = (BN + kRowStep - 1) / kRowStep;
+  static constexpr int kFullArrivals = kProducerWarp ? kDqWarps : 4 + (kCWords > 0 ? 8 : 0);  // warps writing a tile
+  static constexpr int kEmptyArrivals = kDqWarps + 8;  // warps reading a packed slot: dequant + consumers
+  // DQ_WGS = 0: loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most
+  // BSTAGES, so with this distance the slot being refilled has always been released already.
   static constexpr int kLookahead = STAGES - BSTAGES;
-  // Registers after setmaxnreg (the launch gives every thread 168, which is also ptxas's cap for every region).
-  static constexpr int kDequantRegs = 80, kConsumerRegs = 208;
-  static_assert(128 * kDequantRegs + 256 * kConsumerRegs <= 65536, "sm90 ws: register budget");
+  // Registers after setmaxnreg. The launch gives every thread kLaunchRegs (ptxas sets the kernel's count to this
+  // cap: 168 / 128 / 96 at 384 / 512 / 640 threads) and allocates each region up to its setmaxnreg count. The
+  // increases must fit in what the launch took: a setmaxnreg.inc beyond the CTA's pool never returns (a 640-thread
+  // build asking for 18 432 + 47 104 of 61 440 registers hung on the H200).
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kDequantRegs = DQ_WGS <= 1 ? 80 : DQ_WGS == 2 ? 64 : 48;
+  static constexpr int kConsumerRegs = DQ_WGS <= 1 ? 208 : DQ_WGS == 2 ? 192 : 168;
+  static_assert(kC0 * kDequantRegs + 256 * kConsumerRegs <= kThreads * kLaunchRegs, "sm90 ws: register budget");
   static_assert(BN == 128 || BN == 192 || BN == 256, "sm90 ws: BN must be 128, 192 or 256");
+  static_assert(DQ_WGS >= 0 && DQ_WGS <= 3, "sm90 ws: 0 to 3 dequant warpgroups");
+  static_assert(kThreads == 384 || BN != 192, "sm90 ws: BN = 192 needs m64n96k16 halves above 384 threads");
   static_assert(kCWords == 0 || kCWords == 2 || kCWords == 4, "sm90 ws: consumer share of B");
   static_assert(kStage % 256 == 0, "sm90 ws: 32-byte-swizzled TMA boxes need 256-byte aligned slots");
   static_assert(kLookahead >= 1 && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2");
 };
 
-template <int BN, int STAGES, int BSTAGES>
+// One k16 part of the tile, D[64 x N] += A-fragment x B-tile part, as m64nNk16 or as two m64n(N/2)k16 on the two
+// halves of the accumulators and of the B tile (ptxas checks each instruction's registers against the launch cap
+// 65536 / threads: 128 at 512 threads, and m64n256k16 with A in registers needs more).
+template <int N, bool HALVES, bool BF16>
+SVDQ_DEV void wgmma_rs_part(float* acc, const u32* af, u32 b_part) {
+  if constexpr (HALVES) {
+    wgmma_rs_part<N / 2, false, BF16>(acc, af, b_part);
+    wgmma_rs_part<N / 2, false, BF16>(acc + N / 4, af, b_part + (N / 2) * 128);
+  } else if constexpr (BF16) {
+    wgmma_rs_bf16<N>(acc, af, wgmma_desc_sw128(b_part));
+  } else {
+    wgmma_rs_f16<N>(acc, af, wgmma_desc_sw128(b_part));
+  }
+}
+
+template <int BN, int STAGES, int BSTAGES, int DQ_WGS>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS>;
   constexpr int kAcc = BN / 2;
+  constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
   const u32 base = (smem_addr(smem) + 1023u) & ~1023u;
@@ -79,7 +116,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_p + 8 * s, 1);
-      mbar_init(empty_p + 8 * s, 4 + 8);  // one arrival per warp that reads the slot: 4 dequant + 8 consumer warps
+      mbar_init(empty_p + 8 * s, C::kEmptyArrivals);  // one arrival per warp that reads the slot
     }
     for (int s = 0; s < BSTAGES; ++s) {
       mbar_init(full_b + 8 * s, C::kFullArrivals);
@@ -90,65 +127,118 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   __syncthreads();
   pdl_wait_prior_grid();  // inputs may come from the preceding kernel (programmatic dependent launch)
 
-  if (tid < 128) {
+  const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
+  int sf_b_blocks = 0;                       // B scale blocks that exist (the buffer holds round_up(N, 128) rows)
+  for (int h = 0; h < C::kSfBlocks; ++h) sf_b_blocks += ((i64)(sf_blk0 + h) * 128 < p.n) ? 1 : 0;
+  // Issues the loads of main K tile `it` into its packed slot (one thread).
+  auto issue = [&](int it) {
+    const int s = it % STAGES;
+    const u32 slot = packed + s * C::kStage, bar = full_p + 8 * s;
+    mbar_wait(empty_p + 8 * s, ((it / STAGES) & 1) ^ 1);
+    mbar_arrive_expect_tx(bar, C::kPackA + C::kPackB + C::kSfA + 512 * sf_b_blocks);
+    tma_load_2d(slot, &P.tma_a, it * 32, (int)m0, bar);
+    tma_load_2d(slot + C::kPackA, &P.tma_b, it * 32, (int)n0, bar);
+    bulk_load(slot + C::kPackA + C::kPackB, p.a_sf + ((m0 >> 7) * sf_ktiles + it) * 512, 512, bar);
+    for (int h = 0; h < sf_b_blocks; ++h)
+      bulk_load(slot + C::kPackA + C::kPackB + C::kSfA + 512 * h, p.b_sf + ((sf_blk0 + h) * sf_ktiles + it) * 512,
+                512, bar);
+  };
+  auto prefetch_descs = [&] {
+    tma_prefetch_desc(&P.tma_a);
+    tma_prefetch_desc(&P.tma_b);
+    tma_prefetch_desc(&P.tma_l1);
+  };
+
+  if (tid < C::kC0) {
     setmaxnreg_dec<C::kDequantRegs>();
-    const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
-    int sf_b_blocks = 0;                       // B scale blocks that exist (the buffer holds round_up(N, 128) rows)
-    for (int h = 0; h < C::kSfBlocks; ++h) sf_b_blocks += ((i64)(sf_blk0 + h) * 128 < p.n) ? 1 : 0;
-    // Issues the loads of main K tile `it` into its packed slot (thread 0 only).
-    auto issue = [&](int it) {
-      const int s = it % STAGES;
-      const u32 slot = packed + s * C::kStage, bar = full_p + 8 * s;
-      mbar_wait(empty_p + 8 * s, ((it / STAGES) & 1) ^ 1);
-      mbar_arrive_expect_tx(bar, C::kPackA + C::kPackB + C::kSfA + 512 * sf_b_blocks);
-      tma_load_2d(slot, &P.tma_a, it * 32, (int)m0, bar);
-      tma_load_2d(slot + C::kPackA, &P.tma_b, it * 32, (int)n0, bar);
-      bulk_load(slot + C::kPackA + C::kPackB, p.a_sf + ((m0 >> 7) * sf_ktiles + it) * 512, 512, bar);
-      for (int h = 0; h < sf_b_blocks; ++h)
-        bulk_load(slot + C::kPackA + C::kPackB + C::kSfA + 512 * h, p.b_sf + ((sf_blk0 + h) * sf_ktiles + it) * 512,
-                  512, bar);
-    };
-    if (tid == 0) {
-      tma_prefetch_desc(&P.tma_a);
-      tma_prefetch_desc(&P.tma_b);
-      tma_prefetch_desc(&P.tma_l1);
-      for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it);
-    }
-    for (int it = 0; it < num_main; ++it) {  // B row(s) tid + 128 r, r < kDqRows, of every main K tile
-      if (tid == 0 && it + C::kLookahead < num_main) issue(it + C::kLookahead);
-      const int s = it % STAGES;
-      const u32 slot = packed + s * C::kStage;
-      const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
-      mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
-      u32 q[C::kDqRows][8], sw[C::kDqRows];
-#pragma unroll
-      for (int r = 0; r < C::kDqRows; ++r) {
-        load_packed_row(slot + C::kPackA, tid + 128 * r, q[r]);
-        sw[r] = ld_shared_u32(b_scale_addr(slot, tid + 128 * r)) & mask;
+    if (C::kProducerWarp && tid < 32) {  // the producer: every main tile's loads as soon as its slot is free
+      if (tid == 0) {
+        prefetch_descs();
+        for (int it = 0; it < num_main; ++it) issue(it);
       }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty_p + 8 * s);
-      const int bs = it % BSTAGES;
-      const u32 tile = btiles + bs * C::kBTile;
-      mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
+      return;
+    }
+    const int dt = tid - C::kDq0;  // dequant thread
+    if constexpr (C::kProducerWarp) {
+      // Quarter q of rows r_i = dt / 4 + kRowStep i: packed words 2q, 2q + 1 and scale byte q of the row.
+      const int qtr = dt & 3, r0 = dt >> 2;
+      u32 sf_off[C::kRounds];
 #pragma unroll
-      for (int r = 0; r < C::kDqRows; ++r) {
+      for (int i = 0; i < C::kRounds; ++i) sf_off[i] = b_scale_addr(0, r0 + C::kRowStep * i);
+      const u32 pk0 = packed_word_addr(C::kPackA, r0, 2 * qtr);
+      const u32 st0 = r0 * 128, x = r0 & 7;
+      for (int it = 0; it < num_main; ++it) {
+        const int s = it % STAGES;
+        const u32 slot = packed + s * C::kStage;
+        const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
+        mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
+        u32 q[C::kRounds][2], sc[C::kRounds];
+#pragma unroll
+        for (int i = 0; i < C::kRounds; ++i) {
+          if (r0 + C::kRowStep * i < BN) {
+            asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n"
+                         : "=r"(q[i][0]), "=r"(q[i][1])
+                         : "r"(slot + pk0 + C::kRowStep * i * 32));
+            const bool row_ok = n0 + r0 + C::kRowStep * i < p.n;
+            sc[i] = ((ld_shared_u32(slot + sf_off[i]) & (row_ok ? mask : 0u)) >> (8 * qtr)) & 0xFFu;
+          }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_p + 8 * s);
+        const int bs = it % BSTAGES;
+        const u32 tile = btiles + bs * C::kBTile;
+        mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
+#pragma unroll
+        for (int i = 0; i < C::kRounds; ++i) {
+          if (r0 + C::kRowStep * i < BN) {
+            const u32 sh = half2_lo_lo(scale2_half2_x128(sc[i]));
+            const u32 row = tile + st0 + C::kRowStep * i * 128;
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              u32 o[4];
+              dequant8_f16(q[i][j], sh, o);
+              st_shared_16(row + ((((2 * qtr + j) ^ x)) << 4), o[0], o[1], o[2], o[3]);
+            }
+          }
+        }
+        arrive_tile_written(full_b + 8 * bs, lane);
+      }
+    } else {
+      const bool issuer = dt == 0;
+      if (issuer) {
+        prefetch_descs();
+        for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it);
+      }
+      for (int it = 0; it < num_main; ++it) {  // B row dt of every main K tile
+        if (issuer && it + C::kLookahead < num_main) issue(it + C::kLookahead);
+        const int s = it % STAGES;
+        const u32 slot = packed + s * C::kStage;
+        const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
+        mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
+        u32 q[8];
+        load_packed_row(slot + C::kPackA, dt, q);
+        const u32 sw = ld_shared_u32(b_scale_addr(slot, dt)) & mask;
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_p + 8 * s);
+        const int bs = it % BSTAGES;
+        const u32 tile = btiles + bs * C::kBTile;
+        mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
         u32 sh[4];
-        scale4_half2_x128(sw[r], sh);
+        scale4_half2_x128(sw, sh);
 #pragma unroll
         for (int w = 0; w < 8; ++w) {
           u32 o[4];
-          dequant8_f16(q[r][w], sh[w >> 1], o);
-          st_shared_16(tile_chunk(tile, tid + 128 * r, w), o[0], o[1], o[2], o[3]);
+          dequant8_f16(q[w], sh[w >> 1], o);
+          st_shared_16(tile_chunk(tile, dt, w), o[0], o[1], o[2], o[3]);
         }
+        arrive_tile_written(full_b + 8 * bs, lane);
       }
-      arrive_tile_written(full_b + 8 * bs, lane);
     }
     for (int t = 0; t < num_rank; ++t) {  // rank tiles: l1 columns 64t.. straight into the B ring by TMA
       const int it = num_main + t, bs = it % BSTAGES;
       const u32 tile = btiles + bs * C::kBTile, bar = full_b + 8 * bs;
       mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
-      if (tid == 0) {
+      if (dt == 0) {
         mbar_arrive_expect_tx(bar, C::kBTile);
         tma_load_2d(tile, &P.tma_l1, 64 * t, (int)n0, bar);
       } else if (lane == 0) {  // one arrival per warp (thread 0's arrive_expect_tx is its warp's)
@@ -160,7 +250,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 
   // ---- consumers ----
   setmaxnreg_inc<C::kConsumerRegs>();
-  const int ct = tid - 128, warp_in_wg = (ct >> 5) & 3, g = lane >> 2, c = lane & 3;
+  const int ct = tid - C::kC0, warp_in_wg = (ct >> 5) & 3, g = lane >> 2, c = lane & 3;
   const int ra = (ct >> 7) * 64 + warp_in_wg * 16 + g, rb = ra + 8;  // this thread's two rows in the tile
   // This thread's share of B: row crow, words cw0 .. cw0 + kCWords - 1.
   constexpr int kThreadsPerCRow = C::kCWords > 0 ? 8 / C::kCWords : 1;
@@ -238,7 +328,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       rs_fragment_part(slot, ra, rb, swa, swb, part, c, af + 4 * part);
       if (part == 0) mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
       wgmma_fence();
-      wgmma_rs_f16<BN>(acc, af + 4 * part, wgmma_desc_sw128(tile + part * 32));
+      wgmma_rs_part<BN, kHalves, false>(acc, af + 4 * part, tile + part * 32);
       wgmma_commit();
     }
     __syncwarp();
@@ -261,7 +351,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       }
       if (part == 0) mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
       wgmma_fence();
-      wgmma_rs_bf16<BN>(acc, af + 4 * part, wgmma_desc_sw128(tile + part * 32));
+      wgmma_rs_part<BN, kHalves, true>(acc, af + 4 * part, tile + part * 32);
       wgmma_commit();
     }
     if (it - 1 >= num_main) release_b(it - 1);

@@ -57,7 +57,7 @@ Build sm90(const std::string& id, int stages) {
 }
 
 // Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
-Build sm90_ws(const std::string& id, int bn, int stages, int bstages) {
+Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -67,7 +67,8 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages) {
   b.bn = bn;
   b.stages = stages;
   b.tile_bufs = bstages;
-  b.threads = 384;  // 1 dequant warpgroup + 2 consumer warpgroups
+  b.dq_wgs = dq_wgs;
+  b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = bn == 192 ? 2 : bn / 128;
   const int64_t stage = 128 * 32 + int64_t(bn) * 32 + 512 + sf_blocks * 512;
   b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + (2 * stages + 2 * bstages) * 8 + 1024;
@@ -76,7 +77,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages) {
 }
 
 // Mirrors Sm90SwapConfig in kernels/sm90/sm90_svdq_swap.cuh.
-Build sm90_swap(const std::string& id, int bm, int stages, int tstages) {
+Build sm90_swap(const std::string& id, int bm, int stages, int tstages, int teams = 2, int team_warps = 6) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Swap;
@@ -86,7 +87,9 @@ Build sm90_swap(const std::string& id, int bm, int stages, int tstages) {
   b.bn = 64;
   b.stages = stages;
   b.tile_bufs = tstages;
-  b.threads = 544;  // 1 consumer warpgroup, 1 producer warp, 2 teams of 6 dequant warps
+  b.teams = teams;
+  b.team_warps = team_warps;
+  b.threads = 160 + 32 * teams * team_warps;  // 1 consumer warpgroup, 1 producer warp, the dequant teams
   const int64_t sf_blocks = (120 + bm + 127) / 128;
   const int64_t stage = (int64_t(bm) * 32 + 64 * 32 + 512 + sf_blocks * 512 + 255) / 256 * 256;
   b.smem_bytes = int64_t(tstages) * (64 + bm) * 128 + stages * stage + (2 * stages + 2 * tstages) * 8 + 1024;
@@ -122,6 +125,8 @@ std::vector<Build> make_builds() {
       sm90_swap("sm90_swap_bm24_s12_b4", 24, 12, 4),
       sm90_swap("sm90_swap_bm72_s12_b4", 72, 12, 4),
       sm90_swap("sm90_swap_bm136_s10_b4", 136, 10, 4),
+      sm90_ws("sm90_ws_bn256_s8_b3_d2", 256, 8, 3, 2),
+      sm90_ws("sm90_ws_bn128_s8_b3_d2", 128, 8, 3, 2),
   };
 }
 
@@ -166,14 +171,16 @@ std::string Build::description() const {
       break;
     case Program::Sm90Ws:
       os << "sm_90a warp-specialized wgmma GEMM, tile " << bm << "x" << bn << "x64, TMA + mbarrier ring of " << stages
-         << " packed slots, " << tile_bufs << " FP16 B tiles, a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, "
-         << smem_bytes / 1024 << " KiB smem, sm_90a only";
+         << " packed slots, " << tile_bufs << " FP16 B tiles, ";
+      if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
+      else os << "a producer warp + " << 4 * dq_wgs - 1 << " dequant warps + 2 RS-wgmma consumer warpgroups, ";
+      os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::Sm90Swap:
       os << "sm_90a swap-AB wgmma GEMM for small M, tile " << bm << " rows x " << bn << " columns x 64, TMA + "
          << "mbarrier ring of " << stages << " packed slots, " << tile_bufs << " FP16 tile pairs, a producer warp, "
-         << "2 teams of 6 dequant warps on alternate K tiles, 1 SS-wgmma consumer warpgroup, " << smem_bytes / 1024
-         << " KiB smem, sm_90a only";
+         << teams << " teams of " << team_warps << " dequant warps taking K tiles in turn, 1 SS-wgmma consumer "
+         << "warpgroup, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
   }
   return os.str();
@@ -260,13 +267,15 @@ std::string render(const Build& b) {
       os << "#include \"sm90/sm90_svdq_ws.cuh\"\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
          << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
-         << "  svdq_k::sm90_svdq_ws<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ">(p);\n}\n";
+         << "  svdq_k::sm90_svdq_ws<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ", "
+         << b.dq_wgs << ">(p);\n}\n";
       break;
     case Program::Sm90Swap:
       os << "#include \"sm90/sm90_svdq_swap.cuh\"\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
          << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
-         << "  svdq_k::sm90_svdq_swap<" << b.bm << ", " << b.stages << ", " << b.tile_bufs << ">(p);\n}\n";
+         << "  svdq_k::sm90_svdq_swap<" << b.bm << ", " << b.stages << ", " << b.tile_bufs << ", " << b.teams << ", "
+         << b.team_warps << ">(p);\n}\n";
       break;
     case Program::LoraDown:
       os << "#include \"quantize/smxx_lora_down.cuh\"\n"

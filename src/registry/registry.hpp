@@ -21,6 +21,9 @@ struct Build {
   // Sm90Ws: stages = packed FP4 slots, tile_bufs = FP16/BF16 B tiles.
   // Sm90Swap (swap-AB): bm = activation rows per tile (the wgmma N), bn = 64, tile_bufs = FP16/BF16 tile pairs.
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
+  int teams = 2, team_warps = 6;  // Sm90Swap: dequant teams (taking K tiles in turn) and warps per team
+  int dq_wgs = 0;  // Sm90Ws: 0 = dequant warpgroup issues the loads, consumers share B; n >= 1 = n warpgroups of a
+                   // producer warp and 4n - 1 warps dequantizing all of B
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   std::string kernel_name;  // extern "C" entry point in the unit

@@ -54,6 +54,13 @@ TEST(CompileEveryBuild, GatedBuildsCompileForTheirArch) {
     EXPECT_EQ(out.log.find("C7515"), std::string::npos) << "wgmma serialized:\n" << out.log;
     EXPECT_EQ(out.log.find("C7510"), std::string::npos) << "wgmma serialized:\n" << out.log;
     EXPECT_THROW(svdq::jit::compile_unit("gated", svdq::registry::render(b), "sm_80"), svdq::Error);
+    if (b.program == svdq::registry::Program::Sm90Ws) {
+      // Sm90WsConfig sizes its setmaxnreg increases for a launch of 65536 / threads registers per thread (rounded
+      // down to 8): an increase beyond what the launch took would never return.
+      const auto at = out.log.find("Used ");
+      ASSERT_NE(at, std::string::npos) << out.log;
+      EXPECT_EQ(std::stoi(out.log.substr(at + 5)), 65536 / b.threads / 8 * 8) << out.log;
+    }
   }
   EXPECT_GE(gated, 4);
 }
