@@ -39,9 +39,10 @@ const registry::Build& small_m_build(int sm_count, const MmShape& s) {
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& s) {
   // Hopper: the warp-specialized sm_90a program (sm_90a code runs on exactly 9.0). Measured on an H200
   // (bench/results/2026-11-29_h200_sm90_ws.md): 128x256 tiles are fastest once they fill every SM; with fewer
-  // tiles than SMs, 128x128 tiles (twice as many CTAs) win.
-  const registry::Build& wide = registry::build_by_id("sm90_ws_bn256_s6_b2");
-  const registry::Build& narrow = registry::build_by_id("sm90_ws_bn128_s8_b3");
+  // tiles than SMs, 128x128 tiles (twice as many CTAs) win. The layout with a producer warp and 7 dequant warps
+  // beats the 384-thread one at both widths (bench/results/2026-12-01_h200_sm90_dq_warps.md).
+  const registry::Build& wide = registry::build_by_id("sm90_ws_bn256_s8_b3_d2");
+  const registry::Build& narrow = registry::build_by_id("sm90_ws_bn128_s8_b3_d2");
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
     if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);
     const int64_t wide_tiles = (s.m + 127) / 128 * ((s.n + 255) / 256);

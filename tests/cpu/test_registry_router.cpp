@@ -68,7 +68,7 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // H200: 132 SMs, 228 KiB per SM, 227 KiB per block.
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm90_ws_bn256_s6_b2");
+            "sm90_ws_bn256_s8_b3_d2");
   // M <= 256: swap-AB. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one wave) beat 136-row tiles (48 CTAs of twice
   // the tensor work) and 24-row tiles (288 CTAs, three waves).
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
@@ -82,12 +82,12 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
             "sm90_swap_bm136_s10_b4");
   // Above kSwapMaxM: the warp-specialized program; 3 x 12 = 36 tiles of 128x256 cannot fill 132 SMs: 128x128.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {257, 3072, 3072, 32, true}).id,
-            "sm90_ws_bn128_s8_b3");
+            "sm90_ws_bn128_s8_b3_d2");
   // 11 x 12 = 132 tiles: exactly one full wave of 128x256 tiles.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1408, 3072, 3072, 32, true}).id,
-            "sm90_ws_bn256_s6_b2");
+            "sm90_ws_bn256_s8_b3_d2");
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1280, 3072, 3072, 32, true}).id,
-            "sm90_ws_bn128_s8_b3");
+            "sm90_ws_bn128_s8_b3_d2");
   // The same SM count and memory without sm_90a (e.g. routing for the portable fallback) picks portable builds.
   EXPECT_EQ(svdq::router::heuristic_gemm(80, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
             "sm80_gemm_bm128_s4_t1");
