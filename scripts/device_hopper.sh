@@ -5,13 +5,16 @@
 # Environment: TABLE (route table written by tune, default $OUT/sm_90a.json), UPDATE (tune updates this table
 # instead of writing a fresh one), TUNE_SHAPES / SHAPES (shape lists for tune / bench; default the suite),
 # TESTS_FILTER / SANITIZER_FILTER (gtest filters), ROUTES_A / ROUTES_B (bench A/B tables, default none / TABLE),
-# SESSIONS (bench passes), FILTER (sass: build-name substring).
+# SESSIONS (bench passes), FILTER (sass: build-name substring), AOT (an AOT package directory to load modules from
+# instead of compiling them with NVRTC there; scripts/carry_for_device.sh makes one), SAN_TMO (seconds the
+# sanitizer step may take, default 540).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build/release}; shift || true
 WHAT=${*:-tune tests sanitizer bench}
 OUT=${OUT:-$PWD/.out}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
+[ -n "${AOT:-}" ] && export SVDQ_AOT_DIR=$PWD/$AOT
 CANDIDATES=${CANDIDATES:-sm90_ws_bn256_s6_b2,sm90_ws_bn256_s6_b3,sm90_ws_bn128_s8_b3,sm90_ws_bn192_s6_b3,sm90_ws_bn192_s8_b2,sm90_wgmma_bm128_s4,sm80_gemm_bm64_s6_t2,sm90_swap_bm24_s12_b4,sm90_swap_bm72_s12_b4,sm90_swap_bm136_s10_b4}
 TABLE=${TABLE:-$OUT/sm_90a.json}
 status=0
@@ -26,7 +29,7 @@ for w in $WHAT; do
     tests) "$B/svdq_gpu_tests" --gtest_filter="${TESTS_FILTER:-*}" > "$OUT/gpu_tests.log" 2>&1 || status=1
            grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|differs" "$OUT/gpu_tests.log" | head -40 ;;
     sanitizer)
-           compute-sanitizer --tool memcheck --error-exitcode 99 "$B/svdq_gpu_tests" \
+           timeout ${SAN_TMO:-540} compute-sanitizer --tool memcheck --error-exitcode 99 "$B/svdq_gpu_tests" \
              --gtest_filter="${SANITIZER_FILTER:-*}" > "$OUT/sanitizer.log" 2>&1 || status=1
            grep -E "ERROR SUMMARY|^\[  (FAILED|PASSED) |^\[==========\]" "$OUT/sanitizer.log" | tail -8 ;;
     bench) "$B/svdq" bench --routes-a "${ROUTES_A:-none}" --routes-b "${ROUTES_B:-$TABLE}" --sessions ${SESSIONS:-2} \

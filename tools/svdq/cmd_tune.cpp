@@ -132,6 +132,7 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
     table.records.push_back(rec);
     std::printf("%-28s %-24s %9.2f us   (runner-up %s %.2f us)\n", s.str().c_str(), rec.build.c_str(), rec.us,
                 rec.runner_up.empty() ? "-" : rec.runner_up.c_str(), rec.runner_up_us);
+    for (const auto& m : measured) std::printf("    %-26s %9.2f us\n", m.build.c_str(), m.us);
     std::fflush(stdout);
   }
   if (base) table = router::merged(*base, table);
