@@ -37,16 +37,18 @@ const registry::Build& small_m_build(int sm_count, const MmShape& s) {
 }  // namespace
 
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& s) {
-  // Hopper: the warp-specialized sm_90a program (sm_90a code runs on exactly 9.0). Measured on an H200
-  // (bench/results/2026-11-29_h200_sm90_ws.md): 128x256 tiles are fastest once they fill every SM; with fewer
-  // tiles than SMs, 128x128 tiles (twice as many CTAs) win. The layout with a producer warp and 7 dequant warps
-  // beats the 384-thread one at both widths (bench/results/2026-12-01_h200_sm90_dq_warps.md).
+  // Hopper: the warp-specialized sm_90a program (sm_90a code runs on exactly 9.0), 512-thread layout (a producer
+  // warp and 7 dequant warps: faster than the 384-thread one at both widths). Whole waves of tiles decide: on an
+  // H200 (bench/results/2026-12-01_h200_sm90_dq_warps.md) a wave of 128x128 tiles takes 0.66x a wave of 128x256
+  // tiles (42-43 vs 64-65 us at K = 3072), so 128x128 wins only when it needs fewer than 1.5x the waves.
   const registry::Build& wide = registry::build_by_id("sm90_ws_bn256_s8_b3_d2");
   const registry::Build& narrow = registry::build_by_id("sm90_ws_bn128_s8_b3_d2");
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
     if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);
-    const int64_t wide_tiles = (s.m + 127) / 128 * ((s.n + 255) / 256);
-    return wide_tiles >= sm_count ? wide : narrow;
+    const int64_t row_tiles = (s.m + 127) / 128;
+    const int64_t wide_waves = (row_tiles * ((s.n + 255) / 256) + sm_count - 1) / sm_count;
+    const int64_t narrow_waves = (row_tiles * ((s.n + 127) / 128) + sm_count - 1) / sm_count;
+    return 0.66 * double(narrow_waves) < double(wide_waves) ? narrow : wide;
   }
   // Portable, measured on an H200 (bench/results/2026-11-29_h200_portable.md): with at least one wave of 128-row
   // tiles the single-buffer 128x128 build (two CTAs per SM) is fastest; below that, 64-row tiles with the
