@@ -42,8 +42,8 @@ SVDQ_DEV void arrive_tile_written(u32 bar, int lane) {
 // thread's rows ra and rb (= ra + 8) of a packed tile; swa / swb are the rows' scale words, c the quad lane.
 SVDQ_DEV void rs_fragment_part(u32 tile, int ra, int rb, u32 swa, u32 swb, int s, int c, u32* af) {
   u32 a0, a1, b0, b1;
-  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(a0), "=r"(a1) : "r"(packed_word_addr(tile, ra, 2 * s)));
-  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(packed_word_addr(tile, rb, 2 * s)));
+  ld_shared_8(packed_word_addr(tile, ra, 2 * s), a0, a1);
+  ld_shared_8(packed_word_addr(tile, rb, 2 * s), b0, b1);
   // Bytes (code of ra, -, code of rb, -): scale2_half2_x128 reads only bytes 0 and 2.
   const u32 sab = scale2_half2_x128(__byte_perm(swa, swb, (u32)(s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12))));
   const u32 sa = half2_lo_lo(sab), sb = half2_hi_hi(sab);

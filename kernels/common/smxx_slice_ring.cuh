@@ -23,6 +23,9 @@ SVDQ_DEV u32 tile_chunk(u32 tile, int row, int chunk) { return tile + row * 128 
 SVDQ_DEV void st_shared_16(u32 addr, u32 x, u32 y, u32 z, u32 w) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }
+SVDQ_DEV void ld_shared_8(u32 addr, u32& x, u32& y) {
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(x), "=r"(y) : "r"(addr));
+}
 SVDQ_DEV void ld_shared_16(u32 addr, u32& x, u32& y, u32& z, u32& w) {
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(addr));
 }

@@ -176,9 +176,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 #pragma unroll
         for (int i = 0; i < C::kRounds; ++i) {
           if (r0 + C::kRowStep * i < BN) {
-            asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n"
-                         : "=r"(q[i][0]), "=r"(q[i][1])
-                         : "r"(slot + pk0 + C::kRowStep * i * 32));
+            ld_shared_8(slot + pk0 + C::kRowStep * i * 32, q[i][0], q[i][1]);
             const bool row_ok = n0 + r0 + C::kRowStep * i < p.n;
             sc[i] = ((ld_shared_u32(slot + sf_off[i]) & (row_ok ? mask : 0u)) >> (8 * qtr)) & 0xFFu;
           }
@@ -271,9 +269,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 #pragma unroll
       for (int w2 = 0; w2 < C::kCWords; w2 += 2) {  // two words (one K group) at a time: fewer live registers
         u32 q0, q1;
-        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n"
-                     : "=r"(q0), "=r"(q1)
-                     : "r"(packed_word_addr(slot + C::kPackA, crow, cw0 + w2)));
+        ld_shared_8(packed_word_addr(slot + C::kPackA, crow, cw0 + w2), q0, q1);
         const u32 sc = w2 == 0 ? half2_lo_lo(s2) : half2_hi_hi(s2);
         u32 o[4];
         dequant8_f16(q0, sc, o);
