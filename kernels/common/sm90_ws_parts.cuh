@@ -27,7 +27,10 @@ SVDQ_DEV void load_packed_row(u32 tile, int row, u32* q) {
   ld_shared_16(packed_word_addr(tile, row, 4), q[4], q[5], q[6], q[7]);
 }
 // The 4 scale codes (K groups 0..3 of the tile) of row `row` (0..127) of a 512-byte swizzled scale block.
-SVDQ_DEV u32 load_scale_word(u32 block, int row) { return ld_shared_u32(block + (row & 31) * 16 + ((row >> 5) & 3) * 4); }
+// Byte offset of the scale word of row `row` (its position modulo 128) inside a 512-byte swizzled scale block.
+template <typename Row>
+SVDQ_DEV int scale_word_offset(Row row) { return (int)(row & 31) * 16 + (int)((row >> 5) & 3) * 4; }
+SVDQ_DEV u32 load_scale_word(u32 block, int row) { return ld_shared_u32(block + scale_word_offset(row)); }
 
 // Publishes this warp's st.shared writes of a tile to the async proxy (wgmma) and arrives on `bar` once for the
 // warp: every lane fences its own writes, the warp converges (ordering them before lane 0's release), lane 0

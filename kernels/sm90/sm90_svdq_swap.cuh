@@ -122,13 +122,13 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
       if (item < C::kItemsB) {  // B row r
         const int r = item >> 1;
         pk_off[i] = packed_word_addr(C::kPackA, r, 4 * h);
-        sf_off[i] = C::kOffSfB + (brow0 + r) % 32 * 16 + (brow0 + r) / 32 % 4 * 4;
+        sf_off[i] = C::kOffSfB + scale_word_offset(brow0 + r);
         row_ok[i] = n0 + r < p.n ? 0xFFFFFFFFu : 0u;
       } else {  // A row r; rows beyond M: TMA zero fill, and zero scales keep them zeros
         const int r = item < C::kItems ? (item - C::kItemsB) >> 1 : 0;
         const i64 row = m0 + r;
         pk_off[i] = packed_word_addr(0, r, 4 * h);
-        sf_off[i] = C::kOffSfA + 512 * (int)((row >> 7) - sfa0) + (int)(row & 31) * 16 + (int)((row >> 5) & 3) * 4;
+        sf_off[i] = C::kOffSfA + 512 * (int)((row >> 7) - sfa0) + scale_word_offset(row);
         row_ok[i] = row < p.m ? 0xFFFFFFFFu : 0u;
       }
       // Row r of the B tile, or row r of the A tile (which starts 64 rows, kBTile bytes, later); chunk 4h + w of a

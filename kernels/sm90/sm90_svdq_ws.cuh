@@ -109,8 +109,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // Smem address of the scale word of B tile row r (0..BN-1) inside a slot's B scale blocks.
   auto b_scale_addr = [&](u32 slot, int r) {
     const i64 row = n0 + r;
-    return slot + C::kPackA + C::kPackB + C::kSfA + 512 * (int)((row >> 7) - sf_blk0) + (int)(row & 31) * 16 +
-           (int)((row >> 5) & 3) * 4;
+    return slot + C::kPackA + C::kPackB + C::kSfA + 512 * (int)((row >> 7) - sf_blk0) + scale_word_offset(row);
   };
 
   if (tid == 0) {
