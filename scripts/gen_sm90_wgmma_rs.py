@@ -23,8 +23,8 @@ w('#include "common/smxx_hd.cuh"')
 w("")
 w("namespace svdq_k {")
 w("")
-# N of every program's wgmma: the warp-specialized tiles (128, 192, 256) and the swap-AB activation tiles (24, 72, 136).
-NS = (24, 72, 128, 136, 192, 256)
+# N of every program's wgmma: the warp-specialized tiles (128, 192, 256) and the swap-AB activation tiles (24, 40, 72, 136).
+NS = (24, 40, 72, 128, 136, 192, 256)
 PENDING = range(4)
 for n in NS:
     nacc = n // 2
@@ -47,7 +47,7 @@ for n in NS:
         w("}")
     w("")
 # SS forms (both operands K-major in shared memory) for the swap-AB program's tile widths.
-SS_NS = (24, 72, 136)
+SS_NS = (24, 40, 72, 136)
 for n in SS_NS:
     nacc = n // 2
     for ty in ("f16", "bf16"):

@@ -45,6 +45,43 @@ SVDQ_DEV void wgmma_wait3_acc12(float* d) {
   asm volatile("wgmma.wait_group.sync.aligned 3;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]) :: "memory");
 }
 
+// D[64x40] += A[64x16] (registers) * B[40x16]^T (K-major shared-memory descriptor), FP32 accumulators.
+SVDQ_DEV void wgmma_rs_m64n40k16_f16(float* d, const u32* a, u64 desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n40k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}, {%20, %21, %22, %23}, %24, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+// D[64x40] += A[64x16] (registers) * B[40x16]^T (K-major shared-memory descriptor), FP32 accumulators.
+SVDQ_DEV void wgmma_rs_m64n40k16_bf16(float* d, const u32* a, u64 desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}, {%20, %21, %22, %23}, %24, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+// Waits until at most 0 committed wgmma group(s) of this warpgroup are pending; the 20 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait0_acc20(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) :: "memory");
+}
+// Waits until at most 1 committed wgmma group(s) of this warpgroup are pending; the 20 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait1_acc20(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) :: "memory");
+}
+// Waits until at most 2 committed wgmma group(s) of this warpgroup are pending; the 20 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait2_acc20(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 2;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) :: "memory");
+}
+// Waits until at most 3 committed wgmma group(s) of this warpgroup are pending; the 20 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait3_acc20(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 3;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) :: "memory");
+}
+
 // D[64x72] += A[64x16] (registers) * B[72x16]^T (K-major shared-memory descriptor), FP32 accumulators.
 SVDQ_DEV void wgmma_rs_m64n72k16_f16(float* d, const u32* a, u64 desc_b) {
   asm volatile(
@@ -246,6 +283,22 @@ SVDQ_DEV void wgmma_ss_m64n24k16_bf16(float* d, u64 desc_a, u64 desc_b) {
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
       : "l"(desc_a), "l"(desc_b));
 }
+// D[64x40] += A[64x16] * B[40x16]^T, both K-major shared-memory descriptors, FP32 accumulators.
+SVDQ_DEV void wgmma_ss_m64n40k16_f16(float* d, u64 desc_a, u64 desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n40k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}, %20, %21, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
+      : "l"(desc_a), "l"(desc_b));
+}
+// D[64x40] += A[64x16] * B[40x16]^T, both K-major shared-memory descriptors, FP32 accumulators.
+SVDQ_DEV void wgmma_ss_m64n40k16_bf16(float* d, u64 desc_a, u64 desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}, %20, %21, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
+      : "l"(desc_a), "l"(desc_b));
+}
 // D[64x72] += A[64x16] * B[72x16]^T, both K-major shared-memory descriptors, FP32 accumulators.
 SVDQ_DEV void wgmma_ss_m64n72k16_f16(float* d, u64 desc_a, u64 desc_b) {
   asm volatile(
@@ -282,8 +335,9 @@ SVDQ_DEV void wgmma_ss_m64n136k16_bf16(float* d, u64 desc_a, u64 desc_b) {
 // m64nNk16 RS wgmma (f16 inputs) for a tile width N.
 template <int N>
 SVDQ_DEV void wgmma_rs_f16(float* d, const u32* a, u64 desc_b) {
-  static_assert(N == 24 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256, "wgmma_rs_f16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
+  static_assert(N == 24 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256, "wgmma_rs_f16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
   if constexpr (N == 24) wgmma_rs_m64n24k16_f16(d, a, desc_b);
+  else if constexpr (N == 40) wgmma_rs_m64n40k16_f16(d, a, desc_b);
   else if constexpr (N == 72) wgmma_rs_m64n72k16_f16(d, a, desc_b);
   else if constexpr (N == 128) wgmma_rs_m64n128k16_f16(d, a, desc_b);
   else if constexpr (N == 136) wgmma_rs_m64n136k16_f16(d, a, desc_b);
@@ -293,8 +347,9 @@ SVDQ_DEV void wgmma_rs_f16(float* d, const u32* a, u64 desc_b) {
 // m64nNk16 RS wgmma (bf16 inputs) for a tile width N.
 template <int N>
 SVDQ_DEV void wgmma_rs_bf16(float* d, const u32* a, u64 desc_b) {
-  static_assert(N == 24 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256, "wgmma_rs_bf16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
+  static_assert(N == 24 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256, "wgmma_rs_bf16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
   if constexpr (N == 24) wgmma_rs_m64n24k16_bf16(d, a, desc_b);
+  else if constexpr (N == 40) wgmma_rs_m64n40k16_bf16(d, a, desc_b);
   else if constexpr (N == 72) wgmma_rs_m64n72k16_bf16(d, a, desc_b);
   else if constexpr (N == 128) wgmma_rs_m64n128k16_bf16(d, a, desc_b);
   else if constexpr (N == 136) wgmma_rs_m64n136k16_bf16(d, a, desc_b);
@@ -304,27 +359,33 @@ SVDQ_DEV void wgmma_rs_bf16(float* d, const u32* a, u64 desc_b) {
 // m64nNk16 SS wgmma (f16 inputs) for a tile width N.
 template <int N>
 SVDQ_DEV void wgmma_ss_f16(float* d, u64 desc_a, u64 desc_b) {
-  static_assert(N == 24 || N == 72 || N == 136, "wgmma_ss_f16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
+  static_assert(N == 24 || N == 40 || N == 72 || N == 136, "wgmma_ss_f16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
   if constexpr (N == 24) wgmma_ss_m64n24k16_f16(d, desc_a, desc_b);
+  else if constexpr (N == 40) wgmma_ss_m64n40k16_f16(d, desc_a, desc_b);
   else if constexpr (N == 72) wgmma_ss_m64n72k16_f16(d, desc_a, desc_b);
   else if constexpr (N == 136) wgmma_ss_m64n136k16_f16(d, desc_a, desc_b);
 }
 // m64nNk16 SS wgmma (bf16 inputs) for a tile width N.
 template <int N>
 SVDQ_DEV void wgmma_ss_bf16(float* d, u64 desc_a, u64 desc_b) {
-  static_assert(N == 24 || N == 72 || N == 136, "wgmma_ss_bf16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
+  static_assert(N == 24 || N == 40 || N == 72 || N == 136, "wgmma_ss_bf16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
   if constexpr (N == 24) wgmma_ss_m64n24k16_bf16(d, desc_a, desc_b);
+  else if constexpr (N == 40) wgmma_ss_m64n40k16_bf16(d, desc_a, desc_b);
   else if constexpr (N == 72) wgmma_ss_m64n72k16_bf16(d, desc_a, desc_b);
   else if constexpr (N == 136) wgmma_ss_m64n136k16_bf16(d, desc_a, desc_b);
 }
 // wgmma.wait_group PENDING for a warpgroup whose accumulators are those of an m64nNk16 tile.
 template <int N, int PENDING>
 SVDQ_DEV void wgmma_wait_acc(float* d) {
-  static_assert((N == 24 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256) && PENDING >= 0 && PENDING < 4, "wgmma_wait_acc: not generated");
+  static_assert((N == 24 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256) && PENDING >= 0 && PENDING < 4, "wgmma_wait_acc: not generated");
   if constexpr (N == 24 && PENDING == 0) wgmma_wait0_acc12(d);
   else if constexpr (N == 24 && PENDING == 1) wgmma_wait1_acc12(d);
   else if constexpr (N == 24 && PENDING == 2) wgmma_wait2_acc12(d);
   else if constexpr (N == 24 && PENDING == 3) wgmma_wait3_acc12(d);
+  else if constexpr (N == 40 && PENDING == 0) wgmma_wait0_acc20(d);
+  else if constexpr (N == 40 && PENDING == 1) wgmma_wait1_acc20(d);
+  else if constexpr (N == 40 && PENDING == 2) wgmma_wait2_acc20(d);
+  else if constexpr (N == 40 && PENDING == 3) wgmma_wait3_acc20(d);
   else if constexpr (N == 72 && PENDING == 0) wgmma_wait0_acc36(d);
   else if constexpr (N == 72 && PENDING == 1) wgmma_wait1_acc36(d);
   else if constexpr (N == 72 && PENDING == 2) wgmma_wait2_acc36(d);

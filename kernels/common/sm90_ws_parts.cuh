@@ -56,4 +56,24 @@ SVDQ_DEV void rs_fragment_part(u32 tile, int ra, int rb, u32 swa, u32 swb, int s
   af[3] = dequant_pair_f16(b1 >> (4 * c), sb);
 }
 
+// All four k16 parts of a 64-wide tile at once (af[4s..4s+3] = part s, as rs_fragment_part): both rows' codes in
+// four 16-byte loads and the four scale pairs up front, so the chains are independent and one warp per scheduler
+// can overlap them (built one part at a time, a lone warp waited on each part's dependent scale chain).
+SVDQ_DEV void rs_fragment_tile(u32 tile, int ra, int rb, u32 swa, u32 swb, int c, u32* af) {
+  u32 qa[8], qb[8], sab[4];
+  load_packed_row(tile, ra, qa);
+  load_packed_row(tile, rb, qb);
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+    sab[s] = scale2_half2_x128(__byte_perm(swa, swb, (u32)(s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12))));
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const u32 sa = half2_lo_lo(sab[s]), sb = half2_hi_hi(sab[s]);
+    af[4 * s + 0] = dequant_pair_f16(qa[2 * s] >> (4 * c), sa);
+    af[4 * s + 1] = dequant_pair_f16(qb[2 * s] >> (4 * c), sb);
+    af[4 * s + 2] = dequant_pair_f16(qa[2 * s + 1] >> (4 * c), sa);
+    af[4 * s + 3] = dequant_pair_f16(qb[2 * s + 1] >> (4 * c), sb);
+  }
+}
+
 }  // namespace svdq_k

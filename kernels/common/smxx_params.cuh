@@ -44,6 +44,14 @@ struct QuantizeParams {
   int swizzled;           // 1: 128x4 swizzled, 0: linear [M, K/16]
 };
 
+// deq(a) x 2^-7 as FP16 (the sm_90a swap-RS program's activation operand, see kernels/quantize/smxx_dequant_fp16.cuh).
+struct DequantParams {
+  const u8* a;     // [M, K/2] packed E2M1
+  const u8* a_sf;  // swizzled 128x4
+  u16* out;        // fp16 [M, K], each group of 8 in the order (0,4,1,5,2,6,3,7)
+  i64 m, k;
+};
+
 struct LoraDownParams {
   const u16* x;     // bf16 [M, K]
   const u16* l2t;   // bf16 [K, r]

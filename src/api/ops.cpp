@@ -54,6 +54,38 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   p.rank = dm.rank;
   const unsigned gx = static_cast<unsigned>((dm.n + build.bn - 1) / build.bn);
   const unsigned gy = static_cast<unsigned>((dm.m + build.bm - 1) / build.bm);
+  if (registry::needs_fp16_a(build)) {
+    // The swap-RS program reads deq(A) x 2^-7 as FP16 [M, K] (written by smxx_dequant_fp16 into stream-ordered
+    // scratch memory, released in stream order after the GEMM) and the weights as packed codes.
+    const CUstream cs = reinterpret_cast<CUstream>(stream);
+    const int64_t bytes = registry::fp16_a_bytes(dm.m, dm.k);
+    void* a16 = jit::scratch_alloc(static_cast<uint64_t>(bytes), dev.ordinal, cs, "the FP16 copy of A (" + build.id + ")");
+    try {
+      const registry::Build& dq = router::select_dequant_fp16(dev);
+      svdq_k::DequantParams q{};
+      q.a = p.a;
+      q.a_sf = p.a_sf;
+      q.out = static_cast<svdq_k::u16*>(a16);
+      q.m = dm.m;
+      q.k = dm.k;
+      const int64_t blocks = checked::ceil_div(checked::mul(dm.m, dm.k / 32, "A chunks"), dq.threads, "dequant grid");
+      if (blocks > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'a' is too large for one launch");
+      svdq_k::Sm90WsParams wp{};
+      wp.mm = p;
+      const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
+      const uint32_t bm = static_cast<uint32_t>(build.bm), bn = static_cast<uint32_t>(build.bn);
+      jit::encode_tma_2d(&wp.tma_a, a16, 2, k, static_cast<uint64_t>(dm.m), k * 2, 64, bm, 128);
+      jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, bn, 32);
+      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, bm, 128);
+      launch(dq, dev, static_cast<unsigned>(blocks), 1, stream, &q);
+      launch(build, dev, gx, gy, stream, &wp);
+    } catch (...) {
+      jit::scratch_free(a16, cs);
+      throw;
+    }
+    jit::scratch_free(a16, cs);
+    return;
+  }
   if (build.program == registry::Program::Sm90Ws || build.program == registry::Program::Sm90Swap) {
     // Tensor maps for the TMA loads (see Sm90WsParams); validation already guarantees 16-byte aligned bases and
     // row strides (K % 32 == 0, r % 16 == 0).

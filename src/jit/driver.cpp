@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <map>
 #include <mutex>
 
 #include "svdq/error.hpp"
@@ -18,6 +20,10 @@ struct DriverApi {
   decltype(&cuGetErrorString) get_error_string = nullptr;
   decltype(&cuDeviceGet) device_get = nullptr;
   decltype(&cuTensorMapEncodeTiled) tensor_map_encode_tiled = nullptr;
+  decltype(&cuMemPoolCreate) mem_pool_create = nullptr;
+  decltype(&cuMemPoolSetAttribute) mem_pool_set_attribute = nullptr;
+  decltype(&cuMemAllocFromPoolAsync) mem_alloc_from_pool_async = nullptr;
+  decltype(&cuMemFreeAsync) mem_free_async = nullptr;
 };
 
 template <typename F>
@@ -44,6 +50,10 @@ const DriverApi& api() {
       resolve("cuGetErrorString", d.get_error_string);
       resolve("cuDeviceGet", d.device_get);
       resolve("cuTensorMapEncodeTiled", d.tensor_map_encode_tiled);
+      resolve("cuMemPoolCreate", d.mem_pool_create);
+      resolve("cuMemPoolSetAttribute", d.mem_pool_set_attribute);
+      resolve("cuMemAllocFromPoolAsync", d.mem_alloc_from_pool_async);
+      resolve("cuMemFreeAsync", d.mem_free_async);
     } catch (const Error& e) {
       failure = e.what();
     }
@@ -96,6 +106,36 @@ void encode_tma_2d(void* map128, const void* base, int elem_bytes, uint64_t cols
                                       CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         "encoding a TMA tensor map (" + std::to_string(rows) + " x " + std::to_string(cols) + " elements of " +
             std::to_string(elem_bytes) + " bytes, box " + std::to_string(box_rows) + " x " + std::to_string(box_cols) + ")");
+}
+
+void* scratch_alloc(uint64_t bytes, int device, CUstream stream, const std::string& what) {
+  const DriverApi& d = api();
+  static std::mutex mu;
+  static std::map<int, CUmemoryPool> pools;
+  CUmemoryPool pool = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = pools.find(device);
+    if (it == pools.end()) {
+      CUmemPoolProps props{};
+      props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+      props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      props.location.id = device;
+      check(d.mem_pool_create(&pool, &props), "creating svdq's scratch memory pool on device " + std::to_string(device));
+      cuuint64_t keep = UINT64_MAX;
+      check(d.mem_pool_set_attribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), "setting the scratch pool's release threshold");
+      it = pools.emplace(device, pool).first;
+    }
+    pool = it->second;
+  }
+  CUdeviceptr ptr = 0;
+  check(d.mem_alloc_from_pool_async(&ptr, bytes, pool, stream),
+        "allocating " + std::to_string(bytes) + " bytes of scratch memory for " + what);
+  return reinterpret_cast<void*>(ptr);
+}
+
+void scratch_free(void* ptr, CUstream stream) {
+  check(api().mem_free_async(reinterpret_cast<CUdeviceptr>(ptr), stream), "releasing scratch memory");
 }
 
 void launch(const LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, CUstream stream,

@@ -27,6 +27,13 @@ LoadedKernel load_kernel(const std::vector<char>& image, const std::string& kern
 void encode_tma_2d(void* map128, const void* base, int elem_bytes, uint64_t cols, uint64_t rows, uint64_t row_stride_bytes,
                    uint32_t box_cols, uint32_t box_rows, int swizzle_bytes);
 
+// Stream-ordered device scratch memory from a pool svdq keeps per device (its release threshold is unbounded, so a
+// repeated call reuses the same physical memory instead of mapping it again). The allocation is usable by work
+// queued on `stream` after this call; scratch_free queues its release behind that work. Throws svdq::Error(Cuda)
+// (out of memory included) naming `what`.
+void* scratch_alloc(uint64_t bytes, int device, CUstream stream, const std::string& what);
+void scratch_free(void* ptr, CUstream stream);
+
 // Launches with the given kernel parameter pointers (one per kernel parameter).
 void launch(const LoadedKernel& k, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
             unsigned smem_bytes, CUstream stream, void** params);

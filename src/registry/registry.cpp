@@ -19,6 +19,8 @@ const char* program_name(Program p) {
     case Program::Sm90Wgmma: return "sm90_svdq_wgmma";
     case Program::Sm90Ws: return "sm90_svdq_ws";
     case Program::Sm90Swap: return "sm90_svdq_swap";
+    case Program::DequantFp16: return "smxx_dequant_fp16";
+    case Program::Sm90SwapA16: return "sm90_svdq_swap_a16";
   }
   return "unknown";
 }
@@ -97,6 +99,24 @@ Build sm90_swap(const std::string& id, int bm, int stages, int tstages, int team
   return b;
 }
 
+// Mirrors Sm90SwapA16Config in kernels/sm90/sm90_svdq_swap_a16.cuh (the rendered unit static_asserts the size).
+Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs) {
+  Build b;
+  b.id = id;
+  b.program = Program::Sm90SwapA16;
+  b.min_cc = 90;
+  b.max_cc = 90;
+  b.bm = bm;
+  b.bn = 64;
+  b.stages = stages;
+  b.tile_bufs = b_regs ? 0 : 2;
+  b.threads = 160;  // 1 consumer warpgroup, 1 producer warp
+  const int64_t stage = (int64_t(bm) * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
+  b.smem_bytes = stages * stage + b.tile_bufs * 64 * 128 + 2 * stages * 8 + 1024;
+  b.kernel_name = "svdq_" + id;
+  return b;
+}
+
 Build simple(const std::string& id, Program p, int threads) {
   Build b;
   b.id = id;
@@ -127,6 +147,15 @@ std::vector<Build> make_builds() {
       sm90_swap("sm90_swap_bm136_s10_b4", 136, 10, 4),
       sm90_ws("sm90_ws_bn256_s8_b3_d2", 256, 8, 3, 2),
       sm90_ws("sm90_ws_bn128_s8_b3_d2", 128, 8, 3, 2),
+      simple("smxx_dequant_fp16", Program::DequantFp16, 128),
+      sm90_swap_a16("sm90_a16_bm24_s12_rs", 24, 12, true),
+      sm90_swap_a16("sm90_a16_bm72_s8_rs", 72, 8, true),
+      sm90_swap_a16("sm90_a16_bm136_s6_rs", 136, 6, true),
+      sm90_swap_a16("sm90_a16_bm24_s12_ss", 24, 12, false),
+      sm90_swap_a16("sm90_a16_bm72_s8_ss", 72, 8, false),
+      sm90_swap_a16("sm90_a16_bm136_s6_ss", 136, 6, false),
+      sm90_swap_a16("sm90_a16_bm40_s8_rs", 40, 8, true),
+      sm90_swap_a16("sm90_a16_bm40_s6_ss", 40, 6, false),
   };
 }
 
@@ -182,6 +211,16 @@ std::string Build::description() const {
          << teams << " teams of " << team_warps << " dequant warps taking K tiles in turn, 1 SS-wgmma consumer "
          << "warpgroup, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
+    case Program::DequantFp16:
+      os << "deq(A) x 2^-7 as FP16 (the activation operand of the swap-RS program, one thread per 32 elements), sm_"
+         << min_cc << "+";
+      break;
+    case Program::Sm90SwapA16:
+      os << "sm_90a swap-AB wgmma GEMM for small M on FP16 A (dequantized by a launch before it), tile " << bm
+         << " rows x " << bn << " columns x 64, TMA + mbarrier ring of " << stages << " slots, a producer warp, 1 "
+         << "consumer warpgroup dequantizing B into " << (tile_bufs == 0 ? "RS fragments" : "2 FP16 tiles (SS wgmma)")
+         << ", " << smem_bytes / 1024 << " KiB smem, sm_90a only";
+      break;
   }
   return os.str();
 }
@@ -225,12 +264,16 @@ bool toolkit_supports(const Build& b, int nvrtc, std::string* why) {
 
 bool is_gemm(const Build& b) {
   return b.program == Program::PortableGemm || b.program == Program::Sm90Wgmma || b.program == Program::Sm90Ws ||
-         b.program == Program::Sm90Swap;
+         b.program == Program::Sm90Swap || b.program == Program::Sm90SwapA16;
 }
 
 bool is_sm90a_program(Program p) {
-  return p == Program::Sm90Wgmma || p == Program::Sm90Ws || p == Program::Sm90Swap;
+  return p == Program::Sm90Wgmma || p == Program::Sm90Ws || p == Program::Sm90Swap || p == Program::Sm90SwapA16;
 }
+
+bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16; }
+
+int64_t fp16_a_bytes(int64_t m, int64_t k) { return m * k * 2; }
 
 std::vector<const Build*> usable_builds(int cc) {
   std::vector<const Build*> out;
@@ -277,6 +320,21 @@ std::string render(const Build& b) {
          << "  svdq_k::sm90_svdq_swap<" << b.bm << ", " << b.stages << ", " << b.tile_bufs << ", " << b.teams << ", "
          << b.team_warps << ">(p);\n}\n";
       break;
+    case Program::DequantFp16:
+      os << "#include \"quantize/smxx_dequant_fp16.cuh\"\n"
+         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
+         << "(const svdq_k::DequantParams p) {\n  svdq_k::smxx_dequant_fp16(p);\n}\n";
+      break;
+    case Program::Sm90SwapA16: {
+      const char* b_regs = b.tile_bufs == 0 ? "true" : "false";
+      os << "#include \"sm90/sm90_svdq_swap_a16.cuh\"\n"
+         << "static_assert(svdq_k::Sm90SwapA16Config<" << b.bm << ", " << b.stages << ", " << b_regs << ">::kSmem == " << b.smem_bytes
+         << ", \"registry smem_bytes differs from the kernel's\");\n"
+         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
+         << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
+         << "  svdq_k::sm90_svdq_swap_a16<" << b.bm << ", " << b.stages << ", " << b_regs << ">(p);\n}\n";
+      break;
+    }
     case Program::LoraDown:
       os << "#include \"quantize/smxx_lora_down.cuh\"\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name

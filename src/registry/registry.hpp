@@ -8,7 +8,16 @@
 
 namespace svdq::registry {
 
-enum class Program : int { PortableGemm = 0, Quantize = 1, LoraDown = 2, Sm90Wgmma = 3, Sm90Ws = 4, Sm90Swap = 5 };
+enum class Program : int {
+  PortableGemm = 0,
+  Quantize = 1,
+  LoraDown = 2,
+  Sm90Wgmma = 3,
+  Sm90Ws = 4,
+  Sm90Swap = 5,
+  DequantFp16 = 6,  // deq(a) x 2^-7 as FP16 [M, K]: the operand Sm90SwapA16 reads
+  Sm90SwapA16 = 7,
+};
 const char* program_name(Program p);
 
 struct Build {
@@ -20,6 +29,8 @@ struct Build {
   // Parameters (meaning depends on the program).
   // Sm90Ws: stages = packed FP4 slots, tile_bufs = FP16/BF16 B tiles.
   // Sm90Swap (swap-AB): bm = activation rows per tile (the wgmma N), bn = 64, tile_bufs = FP16/BF16 tile pairs.
+  // Sm90SwapA16 (swap-AB on FP16 A): bm, bn = 64, stages = slots of (FP16 A tile, packed B tile, scales),
+  // tile_bufs = 0: B dequantized into RS fragment registers, 2: into two FP16 B tiles (SS wgmma).
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
   int teams = 2, team_warps = 6;  // Sm90Swap: dequant teams (taking K tiles in turn) and warps per team
   int dq_wgs = 0;  // Sm90Ws: 0 = dequant warpgroup issues the loads, consumers share B; n >= 1 = n warpgroups of a
@@ -43,6 +54,10 @@ bool toolkit_supports(const Build& b, int nvrtc, std::string* why = nullptr);
 bool is_gemm(const Build& b);
 // Programs that exist only as sm_90a code (wgmma, setmaxnreg): their builds run on exactly CC 9.0.
 bool is_sm90a_program(Program p);
+// GEMM builds whose launch is preceded by the smxx_dequant_fp16 launch (an FP16 copy of deq(A) in scratch memory).
+bool needs_fp16_a(const Build& b);
+// Bytes of that FP16 copy for M rows and K columns.
+int64_t fp16_a_bytes(int64_t m, int64_t k);
 
 std::string family(const Build& b);       // "sm80_svdq_gemm", "smxx_quantize", "smxx_lora_down"
 std::string render(const Build& b);       // the source unit (deterministic bytes)

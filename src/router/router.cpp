@@ -12,26 +12,35 @@ namespace svdq::router {
 
 namespace {
 
-// Small M on Hopper: the swap-AB program (tiles of bm activation rows x 64 output columns). A cost model: per K
-// tile of 64 a CTA spends about max(tensor time 2*bm cycles, dequantization time ~1.25*(64 + bm)); times the waves
-// of tiles over the SMs; the cheapest tile height wins. Its picks agree with `svdq tune` on the H200 for M = 129
-// (bm72 first, bm136 second on all 12 suite shapes; bench/results/2026-11-30_h200_sm90_swap.md); the absolute
-// cycle counts are not the measured ones (the dequantization warps' issue rate dominates, ~860 cycles per K tile).
+// Small M on Hopper: the swap-AB program on FP16 A (tiles of bm activation rows x 64 output columns, after one
+// launch dequantizing A). Measured on an H200 (bench/results/2026-12-01_h200_sm90_swap_a16.md), one CTA per SM
+// takes about the same time per K tile whatever its height: 0.29 / 0.33 / 0.48 us at 24 / 72 / 136 rows (not the
+// tensor work: a dependent chain of m64n72k16 runs at 36.6 cycles per step), and a second CTA per SM gained little
+// (40-row tiles, 192 CTAs, were slower than 72-row ones, 96 CTAs). Cost: waves of CTAs x that per-tile time; B goes
+// through shared memory (SS) while the CTAs fit one wave and into RS fragments otherwise (129 x 12288: 384 CTAs,
+// RS 45.8 vs SS 56.4 us; 129 x 3072: 96 CTAs, SS 20.9 vs RS 21.4).
 const registry::Build& small_m_build(int sm_count, const MmShape& s) {
-  static const char* const kIds[] = {"sm90_swap_bm24_s12_b4", "sm90_swap_bm72_s12_b4", "sm90_swap_bm136_s10_b4"};
-  const registry::Build* best = nullptr;
+  struct Tile {
+    int bm;
+    double us_per_ktile;
+    const char *ss, *rs;
+  };
+  static const Tile kTiles[] = {{24, 0.29, "sm90_a16_bm24_s12_ss", "sm90_a16_bm24_s12_rs"},
+                                {72, 0.33, "sm90_a16_bm72_s8_ss", "sm90_a16_bm72_s8_rs"},
+                                {136, 0.48, "sm90_a16_bm136_s6_ss", "sm90_a16_bm136_s6_rs"}};
+  const Tile* best = nullptr;
+  int64_t best_ctas = 0;
   double best_cost = 0.0;
-  for (const char* id : kIds) {
-    const registry::Build& b = registry::build_by_id(id);
-    const int64_t tiles = (s.m + b.bm - 1) / b.bm * ((s.n + b.bn - 1) / b.bn);
-    const int64_t waves = (tiles + sm_count - 1) / sm_count;
-    const double cost = double(waves) * std::max(2.0 * b.bm, 1.25 * (64 + b.bm));
+  for (const Tile& t : kTiles) {
+    const int64_t ctas = (s.m + t.bm - 1) / t.bm * ((s.n + 63) / 64);
+    const double cost = double((ctas + sm_count - 1) / sm_count) * t.us_per_ktile;
     if (!best || cost < best_cost) {
-      best = &b;
+      best = &t;
+      best_ctas = ctas;
       best_cost = cost;
     }
   }
-  return *best;
+  return registry::build_by_id(best_ctas <= sm_count ? best->ss : best->rs);
 }
 
 }  // namespace
@@ -83,5 +92,6 @@ const registry::Build& with_toolkit_fallback(const registry::Build& b, int nvrtc
 
 const registry::Build& select_quantize(const jit::DeviceTarget&) { return registry::build_by_id("smxx_quantize"); }
 const registry::Build& select_lora_down(const jit::DeviceTarget&) { return registry::build_by_id("smxx_lora_down"); }
+const registry::Build& select_dequant_fp16(const jit::DeviceTarget&) { return registry::build_by_id("smxx_dequant_fp16"); }
 
 }  // namespace svdq::router

@@ -1,5 +1,5 @@
 // Routing: which build runs a given problem on a given device: the record of the arch's route table (routes.hpp)
-// for shapes it lists, else a heuristic: on 9.0 the swap-AB sm_90a program for M <= kSwapMaxM and the
+// for shapes it lists, else a heuristic: on 9.0 the swap-AB sm_90a program on FP16 A for M <= kSwapMaxM and the
 // warp-specialized one above (128x256 tiles when they fill the GPU, else 128x128), elsewhere the portable builds by
 // wave count and the device's shared memory.
 #pragma once
@@ -15,6 +15,7 @@ namespace svdq::router {
 const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& shape);
 const registry::Build& select_quantize(const jit::DeviceTarget& dev);
 const registry::Build& select_lora_down(const jit::DeviceTarget& dev);
+const registry::Build& select_dequant_fp16(const jit::DeviceTarget& dev);
 
 // Largest M the heuristic sends to the swap-AB program (its activation tile is the wgmma N side, at most 256 wide).
 constexpr int64_t kSwapMaxM = 256;

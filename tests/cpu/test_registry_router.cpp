@@ -69,17 +69,20 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
             "sm90_ws_bn256_s8_b3_d2");
-  // M <= 256: swap-AB. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one wave) beat 136-row tiles (48 CTAs of twice
-  // the tensor work) and 24-row tiles (288 CTAs, three waves).
+  // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), B through shared memory.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
-            "sm90_swap_bm72_s12_b4");
+            "sm90_a16_bm72_s8_ss");
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 32, false}).id,
-            "sm90_swap_bm24_s12_b4");
+            "sm90_a16_bm24_s12_ss");
+  // 44 rows: 2 x 48 = 96 tiles of 24 rows (one wave) before 48 of 72.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {44, 3072, 3072, 32, false}).id,
-            "sm90_swap_bm24_s12_b4");
-  // 256 rows: 2 x 48 = 96 tiles of 136 rows (one wave) against 4 x 48 = 192 tiles of 72 (two waves).
+            "sm90_a16_bm24_s12_ss");
+  // More CTAs than SMs (2 x 192 = 384 of 72 rows: 3 waves; 192 of 136: 2 waves): B into RS fragments.
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 12288, 3072, 32, false}).id,
+            "sm90_a16_bm136_s6_rs");
+  // 256 rows: 2 x 48 = 96 tiles of 136 rows.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {256, 3072, 3072, 32, false}).id,
-            "sm90_swap_bm136_s10_b4");
+            "sm90_a16_bm136_s6_ss");
   // Above kSwapMaxM: the warp-specialized program. 3 x 12 = 36 tiles of 128x256 or 72 of 128x128: one wave
   // either way, and a 128x128 wave is shorter.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {257, 3072, 3072, 32, true}).id,

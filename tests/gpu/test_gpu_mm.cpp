@@ -175,7 +175,7 @@ TEST(GpuMmDeterminism, BatchInvariance) {
     const uint64_t seed = test_seed(2003 + static_cast<uint64_t>(k));
     SCOPED_TRACE("N " + std::to_string(n) + " K " + std::to_string(k) + " r " + std::to_string(r) + ", " + seed_trace(seed));
     std::vector<std::vector<uint16_t>> outs;
-    // On an H200 M = 1, 44 and 129 route to the swap-AB program (24- and 72-row tiles), 1000 to 128x128 and 4096 to
+    // On an H200 M = 1, 44 and 129 route to the swap-AB program on FP16 A (24- and 72-row tiles), 1000 to 128x128 and 4096 to
     // 128x256 warp-specialized tiles: rows agree across programs too.
     std::vector<int64_t> ms = {1, 44, 129, 1000, 4096};
     std::vector<std::unique_ptr<Problem>> probs;
