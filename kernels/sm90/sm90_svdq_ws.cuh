@@ -10,6 +10,9 @@
 //       a fence in the thread that had issued bulk copies waited for them, bench/results/2026-11-30_h200_sm90_swap.md);
 //       the other 4 DQ_WGS - 1 warps dequantize all of B in quarter rows (one K group of 16 per item).
 //   For the rank steps dequant thread 0 TMA-loads l1 (BF16) into the B ring.
+//   B16 (with DQ_WGS = 1): B comes as FP16 (deq(B) x 2^-7, written by the smxx_dequant_fp16 launch before this one):
+//       the producer TMA-loads its tiles straight into the B ring (and l1 for the rank steps); the other three warps
+//       of the first warpgroup only give their registers away. Nothing dequantizes B in this kernel.
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
 //       shared-memory round trip), one k16 part at a time, each part issued as wgmma.m64nBNk16 (FP32 accumulators)
 //       as soon as it is built. Rank steps load d fragments from global memory into the same registers and run BF16
@@ -26,7 +29,7 @@
 
 namespace svdq_k {
 
-template <int BN, int STAGES, int BSTAGES, int DQ_WGS>
+template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -37,9 +40,9 @@ struct Sm90WsConfig {
   static constexpr int kThreads = kC0 + 256;
   static constexpr int kDq0 = kProducerWarp ? 32 : 0, kDqWarps = (kC0 - kDq0) / 32;  // the dequant warps
   static constexpr int kBTile = BN * 128;                    // FP16/BF16 B tile: BN rows x 64 K
-  static constexpr int kPackA = kBM * 32, kPackB = BN * 32;  // packed codes per K tile of 64
+  static constexpr int kPackA = kBM * 32, kPackB = B16 ? 0 : BN * 32;  // packed codes per K tile of 64
   // 128-row scale blocks a tile touches (tiles start at multiples of BN, so a 192-row tile starts at 0 or 64 mod 128).
-  static constexpr int kSfBlocks = BN == 192 ? 2 : BN / 128;
+  static constexpr int kSfBlocks = B16 ? 0 : BN == 192 ? 2 : BN / 128;
   static constexpr int kSfA = 512, kSfB = kSfBlocks * 512;
   static constexpr int kStage = kPackA + kPackB + kSfA + kSfB;
   static constexpr int kOffPacked = BSTAGES * kBTile;
@@ -52,8 +55,9 @@ struct Sm90WsConfig {
   // t / 4 + kRowStep * i. kRowStep is a multiple of 8 (the swizzle repeats every 8 rows), so every item of a thread
   // sits at the same swizzle position.
   static constexpr int kRowStep = kDqWarps * 8, kRounds = (BN + kRowStep - 1) / kRowStep;
-  static constexpr int kFullArrivals = kProducerWarp ? kDqWarps : 4 + (kCWords > 0 ? 8 : 0);  // warps writing a tile
-  static constexpr int kEmptyArrivals = kDqWarps + 8;  // warps reading a packed slot: dequant + consumers
+  // Arrivals completing a B tile: warps writing it (B16: the producer's arrive_expect_tx; the TMA bytes do the rest).
+  static constexpr int kFullArrivals = B16 ? 1 : kProducerWarp ? kDqWarps : 4 + (kCWords > 0 ? 8 : 0);
+  static constexpr int kEmptyArrivals = B16 ? 8 : kDqWarps + 8;  // warps reading a packed slot: dequant + consumers
   // DQ_WGS = 0: loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most
   // BSTAGES, so with this distance the slot being refilled has always been released already.
   static constexpr int kLookahead = STAGES - BSTAGES;
@@ -70,6 +74,7 @@ struct Sm90WsConfig {
   static_assert(kThreads == 384 || BN != 192, "sm90 ws: BN = 192 needs m64n96k16 halves above 384 threads");
   static_assert(kCWords == 0 || kCWords == 2 || kCWords == 4, "sm90 ws: consumer share of B");
   static_assert(kStage % 256 == 0, "sm90 ws: 32-byte-swizzled TMA boxes need 256-byte aligned slots");
+  static_assert(!B16 || DQ_WGS == 1, "sm90 ws: FP16 B is loaded by the producer warp of the DQ_WGS = 1 layout");
   static_assert(kLookahead >= 1 && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2");
 };
 
@@ -88,9 +93,9 @@ SVDQ_DEV void wgmma_rs_part(float* acc, const u32* af, u32 b_part) {
   }
 }
 
-template <int BN, int STAGES, int BSTAGES, int DQ_WGS>
+template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -136,11 +141,20 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     mbar_wait(empty_p + 8 * s, ((it / STAGES) & 1) ^ 1);
     mbar_arrive_expect_tx(bar, C::kPackA + C::kPackB + C::kSfA + 512 * sf_b_blocks);
     tma_load_2d(slot, &P.tma_a, it * 32, (int)m0, bar);
-    tma_load_2d(slot + C::kPackA, &P.tma_b, it * 32, (int)n0, bar);
+    if constexpr (!B16) tma_load_2d(slot + C::kPackA, &P.tma_b, it * 32, (int)n0, bar);
     bulk_load(slot + C::kPackA + C::kPackB, p.a_sf + ((m0 >> 7) * sf_ktiles + it) * 512, 512, bar);
     for (int h = 0; h < sf_b_blocks; ++h)
       bulk_load(slot + C::kPackA + C::kPackB + C::kSfA + 512 * h, p.b_sf + ((sf_blk0 + h) * sf_ktiles + it) * 512,
                 512, bar);
+  };
+  // B16: tile `it` of the B ring by TMA: FP16 B columns 64 it.. of a main tile, l1 columns for a rank tile.
+  auto issue_b16 = [&](int it) {
+    const int bs = it % BSTAGES;
+    const u32 tile = btiles + bs * C::kBTile, bar = full_b + 8 * bs;
+    mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
+    mbar_arrive_expect_tx(bar, C::kBTile);
+    if (it < num_main) tma_load_2d(tile, &P.tma_b, 64 * it, (int)n0, bar);
+    else tma_load_2d(tile, &P.tma_l1, 64 * (it - num_main), (int)n0, bar);
   };
   auto prefetch_descs = [&] {
     tma_prefetch_desc(&P.tma_a);
@@ -153,10 +167,18 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (C::kProducerWarp && tid < 32) {  // the producer: every main tile's loads as soon as its slot is free
       if (tid == 0) {
         prefetch_descs();
-        for (int it = 0; it < num_main; ++it) issue(it);
+        if constexpr (B16) {
+          for (int it = 0; it < total; ++it) {
+            if (it < num_main) issue(it);
+            issue_b16(it);
+          }
+        } else {
+          for (int it = 0; it < num_main; ++it) issue(it);
+        }
       }
       return;
     }
+    if constexpr (B16) return;  // nothing to dequantize
     const int dt = tid - C::kDq0;  // dequant thread
     if constexpr (C::kProducerWarp) {
       // Quarter q of rows r_i = dt / 4 + kRowStep i: packed words 2q, 2q + 1 and scale byte q of the row.
@@ -352,10 +374,45 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (it - 1 >= num_main) release_b(it - 1);
   };
 
-  b_share_tile(0);
-  for (int it = 0; it < num_main; ++it) {
-    main_tile(it);
-    b_share_tile(it + 1);  // it + 1 < total: the rank tiles follow
+  if constexpr (B16) {
+    // Nothing else feeds the consumers' time, so fragments are built a whole K tile at a time into two buffers:
+    // while tile it's four k16 wgmmas (one commit group) run, the next tile's fragments are built into the other
+    // buffer (the wait<1> before that retires tile it-1, the last reader of that buffer and of its B tile).
+    u32 fb[16];
+    auto build = [&](int it, u32* f) {
+      u32 swa, swb;
+      const u32 slot = acquire_packed(it, swa, swb);
+      rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_p + 8 * (it % STAGES));  // the slot has been read
+    };
+    auto issue = [&](int it, const u32* f) {
+      const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
+      mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
+      wgmma_fence();
+#pragma unroll
+      for (int part = 0; part < 4; ++part) wgmma_rs_part<BN, kHalves, false>(acc, f + 4 * part, tile + part * 32);
+      wgmma_commit();
+    };
+    build(0, af);
+    for (int it = 0; it < num_main; it += 2) {  // two tiles per trip: the buffers' roles stay compile-time
+      issue(it, af);
+      wgmma_wait_acc<BN, 1>(acc);
+      if (it >= 1) release_b(it - 1);
+      if (it + 1 < num_main) {
+        build(it + 1, fb);
+        issue(it + 1, fb);
+        wgmma_wait_acc<BN, 1>(acc);
+        release_b(it);
+        if (it + 2 < num_main) build(it + 2, af);
+      }
+    }
+  } else {
+    b_share_tile(0);
+    for (int it = 0; it < num_main; ++it) {
+      main_tile(it);
+      b_share_tile(it + 1);  // it + 1 < total: the rank tiles follow
+    }
   }
   wgmma_wait_acc<BN, 0>(acc);
   release_b(num_main - 1);

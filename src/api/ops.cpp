@@ -58,7 +58,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     // The swap-RS program reads deq(A) x 2^-7 as FP16 [M, K] (written by smxx_dequant_fp16 into stream-ordered
     // scratch memory, released in stream order after the GEMM) and the weights as packed codes.
     const CUstream cs = reinterpret_cast<CUstream>(stream);
-    const int64_t bytes = registry::fp16_a_bytes(dm.m, dm.k);
+    const int64_t bytes = registry::fp16_copy_bytes(dm.m, dm.k);
     void* a16 = jit::scratch_alloc(static_cast<uint64_t>(bytes), dev.ordinal, cs, "the FP16 copy of A (" + build.id + ")");
     try {
       const registry::Build& dq = router::select_dequant_fp16(dev);
@@ -84,6 +84,38 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       throw;
     }
     jit::scratch_free(a16, cs);
+    return;
+  }
+  if (registry::needs_fp16_b(build)) {
+    // The ws program in its FP16-B form: deq(B) x 2^-7 as FP16 [N, K] written by smxx_dequant_fp16 into
+    // stream-ordered scratch (released behind the GEMM), TMA-loaded as the B tiles; A stays packed.
+    const CUstream cs = reinterpret_cast<CUstream>(stream);
+    const int64_t bytes = registry::fp16_copy_bytes(dm.n, dm.k);
+    void* b16 = jit::scratch_alloc(static_cast<uint64_t>(bytes), dev.ordinal, cs, "the FP16 copy of B (" + build.id + ")");
+    try {
+      const registry::Build& dq = router::select_dequant_fp16(dev);
+      svdq_k::DequantParams q{};
+      q.a = p.b;
+      q.a_sf = p.b_sf;
+      q.out = static_cast<svdq_k::u16*>(b16);
+      q.m = dm.n;
+      q.k = dm.k;
+      const int64_t blocks = checked::ceil_div(checked::mul(dm.n, dm.k / 32, "B chunks"), dq.threads, "dequant grid");
+      if (blocks > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'b' is too large for one launch");
+      svdq_k::Sm90WsParams wp{};
+      wp.mm = p;
+      const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
+      const uint32_t bn = static_cast<uint32_t>(build.bn);
+      jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, 128, 32);
+      jit::encode_tma_2d(&wp.tma_b, b16, 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
+      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
+      launch(dq, dev, static_cast<unsigned>(blocks), 1, stream, &q);
+      launch(build, dev, gx, gy, stream, &wp);
+    } catch (...) {
+      jit::scratch_free(b16, cs);
+      throw;
+    }
+    jit::scratch_free(b16, cs);
     return;
   }
   if (build.program == registry::Program::Sm90Ws || build.program == registry::Program::Sm90Swap) {

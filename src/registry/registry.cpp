@@ -59,7 +59,7 @@ Build sm90(const std::string& id, int stages) {
 }
 
 // Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
-Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0) {
+Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -70,9 +70,10 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.stages = stages;
   b.tile_bufs = bstages;
   b.dq_wgs = dq_wgs;
+  b.fp16_b = fp16_b;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
-  const int64_t sf_blocks = bn == 192 ? 2 : bn / 128;
-  const int64_t stage = 128 * 32 + int64_t(bn) * 32 + 512 + sf_blocks * 512;
+  const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
+  const int64_t stage = 128 * 32 + (fp16_b ? 0 : int64_t(bn) * 32) + 512 + sf_blocks * 512;
   b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + (2 * stages + 2 * bstages) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
@@ -156,6 +157,9 @@ std::vector<Build> make_builds() {
       sm90_swap_a16("sm90_a16_bm136_s6_ss", 136, 6, false),
       sm90_swap_a16("sm90_a16_bm40_s8_rs", 40, 8, true),
       sm90_swap_a16("sm90_a16_bm40_s6_ss", 40, 6, false),
+      sm90_ws("sm90_ws16_bn256_s6_b4", 256, 6, 4, 1, true),
+      sm90_ws("sm90_ws16_bn256_s8_b5", 256, 8, 5, 1, true),
+      sm90_ws("sm90_ws16_bn128_s8_b6", 128, 8, 6, 1, true),
   };
 }
 
@@ -201,7 +205,8 @@ std::string Build::description() const {
     case Program::Sm90Ws:
       os << "sm_90a warp-specialized wgmma GEMM, tile " << bm << "x" << bn << "x64, TMA + mbarrier ring of " << stages
          << " packed slots, " << tile_bufs << " FP16 B tiles, ";
-      if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
+      if (fp16_b) os << "B as FP16 from a launch before it (TMA into the B tiles), a producer warp + 2 RS-wgmma consumer warpgroups, ";
+      else if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
       else os << "a producer warp + " << 4 * dq_wgs - 1 << " dequant warps + 2 RS-wgmma consumer warpgroups, ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
@@ -272,8 +277,9 @@ bool is_sm90a_program(Program p) {
 }
 
 bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16; }
+bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp16_b; }
 
-int64_t fp16_a_bytes(int64_t m, int64_t k) { return m * k * 2; }
+int64_t fp16_copy_bytes(int64_t rows, int64_t k) { return rows * k * 2; }
 
 std::vector<const Build*> usable_builds(int cc) {
   std::vector<const Build*> out;
@@ -310,8 +316,8 @@ std::string render(const Build& b) {
       os << "#include \"sm90/sm90_svdq_ws.cuh\"\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
          << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
-         << "  svdq_k::sm90_svdq_ws<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ", "
-         << b.dq_wgs << ">(p);\n}\n";
+         << "  svdq_k::sm90_svdq_ws<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ", " << b.dq_wgs
+         << (b.fp16_b ? ", true" : "") << ">(p);\n}\n";
       break;
     case Program::Sm90Swap:
       os << "#include \"sm90/sm90_svdq_swap.cuh\"\n"

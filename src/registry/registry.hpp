@@ -35,6 +35,7 @@ struct Build {
   int teams = 2, team_warps = 6;  // Sm90Swap: dequant teams (taking K tiles in turn) and warps per team
   int dq_wgs = 0;  // Sm90Ws: 0 = dequant warpgroup issues the loads, consumers share B; n >= 1 = n warpgroups of a
                    // producer warp and 4n - 1 warps dequantizing all of B
+  bool fp16_b = false;  // Sm90Ws (with dq_wgs = 1): B read as FP16 from a smxx_dequant_fp16 launch before the GEMM
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   std::string kernel_name;  // extern "C" entry point in the unit
@@ -54,10 +55,12 @@ bool toolkit_supports(const Build& b, int nvrtc, std::string* why = nullptr);
 bool is_gemm(const Build& b);
 // Programs that exist only as sm_90a code (wgmma, setmaxnreg): their builds run on exactly CC 9.0.
 bool is_sm90a_program(Program p);
-// GEMM builds whose launch is preceded by the smxx_dequant_fp16 launch (an FP16 copy of deq(A) in scratch memory).
+// GEMM builds whose launch is preceded by a smxx_dequant_fp16 launch writing an FP16 copy of deq(A) (or of deq(B))
+// into scratch memory.
 bool needs_fp16_a(const Build& b);
-// Bytes of that FP16 copy for M rows and K columns.
-int64_t fp16_a_bytes(int64_t m, int64_t k);
+bool needs_fp16_b(const Build& b);
+// Bytes of such an FP16 copy of `rows` x K.
+int64_t fp16_copy_bytes(int64_t rows, int64_t k);
 
 std::string family(const Build& b);       // "sm80_svdq_gemm", "smxx_quantize", "smxx_lora_down"
 std::string render(const Build& b);       // the source unit (deterministic bytes)

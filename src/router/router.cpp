@@ -46,12 +46,13 @@ const registry::Build& small_m_build(int sm_count, const MmShape& s) {
 }  // namespace
 
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& s) {
-  // Hopper: the warp-specialized sm_90a program (sm_90a code runs on exactly 9.0), 512-thread layout (a producer
-  // warp and 7 dequant warps: faster than the 384-thread one at both widths). Whole waves of tiles decide: on an
-  // H200 (bench/results/2026-12-01_h200_sm90_dq_warps.md) a wave of 128x128 tiles takes 0.66x a wave of 128x256
-  // tiles (42-43 vs 64-65 us at K = 3072), so 128x128 wins only when it needs fewer than 1.5x the waves.
-  const registry::Build& wide = registry::build_by_id("sm90_ws_bn256_s8_b3_d2");
-  const registry::Build& narrow = registry::build_by_id("sm90_ws_bn128_s8_b3_d2");
+  // Hopper: the warp-specialized sm_90a program in its FP16-B form (B dequantized once by a launch before it; the
+  // consumers still dequantize A into wgmma register fragments): 0.68-0.80x the time of the all-in-kernel 512-thread
+  // layout on an H200 (bench/results/2026-12-01_h200_sm90_ws16.md). Whole waves of tiles decide: a wave of 128x128
+  // tiles takes 0.66x a wave of 128x256 tiles (measured for both forms), so 128x128 wins only when it needs fewer
+  // than 1.5x the waves.
+  const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5");
+  const registry::Build& narrow = registry::build_by_id("sm90_ws16_bn128_s8_b6");
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
     if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);
     const int64_t row_tiles = (s.m + 127) / 128;

@@ -68,7 +68,7 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // H200: 132 SMs, 228 KiB per SM, 227 KiB per block.
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm90_ws_bn256_s8_b3_d2");
+            "sm90_ws16_bn256_s8_b5");
   // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), B through shared memory.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
             "sm90_a16_bm72_s8_ss");
@@ -86,16 +86,16 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // Above kSwapMaxM: the warp-specialized program. 3 x 12 = 36 tiles of 128x256 or 72 of 128x128: one wave
   // either way, and a 128x128 wave is shorter.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {257, 3072, 3072, 32, true}).id,
-            "sm90_ws_bn128_s8_b3_d2");
+            "sm90_ws16_bn128_s8_b6");
   // 10 x 12 = 120 tiles of 128x256 (one wave) against 240 of 128x128 (two): measured 64.6 vs 86.2 us.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1280, 3072, 3072, 32, true}).id,
-            "sm90_ws_bn256_s8_b3_d2");
+            "sm90_ws16_bn256_s8_b5");
   // 11 x 12 = 132 tiles: exactly one full wave of 128x256 tiles.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1408, 3072, 3072, 32, true}).id,
-            "sm90_ws_bn256_s8_b3_d2");
+            "sm90_ws16_bn256_s8_b5");
   // 5 x 12 = 60 tiles of 128x256 (one wave) against 120 of 128x128 (one wave): 128x128.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {640, 3072, 3072, 32, true}).id,
-            "sm90_ws_bn128_s8_b3_d2");
+            "sm90_ws16_bn128_s8_b6");
   // The same SM count and memory without sm_90a (e.g. routing for the portable fallback) picks portable builds.
   EXPECT_EQ(svdq::router::heuristic_gemm(80, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
             "sm80_gemm_bm128_s4_t1");
