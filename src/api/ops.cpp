@@ -68,7 +68,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       q.out = static_cast<svdq_k::u16*>(a16);
       q.m = dm.m;
       q.k = dm.k;
-      const int64_t blocks = checked::ceil_div(checked::mul(dm.m, dm.k / 32, "A chunks"), dq.threads, "dequant grid");
+      const int64_t blocks = checked::ceil_div(checked::mul(dm.m, dm.k / 8, "A words"), dq.threads, "dequant grid");
       if (blocks > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'a' is too large for one launch");
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
@@ -100,7 +100,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       q.out = static_cast<svdq_k::u16*>(b16);
       q.m = dm.n;
       q.k = dm.k;
-      const int64_t blocks = checked::ceil_div(checked::mul(dm.n, dm.k / 32, "B chunks"), dq.threads, "dequant grid");
+      const int64_t blocks = checked::ceil_div(checked::mul(dm.n, dm.k / 8, "B words"), dq.threads, "dequant grid");
       if (blocks > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'b' is too large for one launch");
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;

@@ -148,7 +148,7 @@ std::vector<Build> make_builds() {
       sm90_swap("sm90_swap_bm136_s10_b4", 136, 10, 4),
       sm90_ws("sm90_ws_bn256_s8_b3_d2", 256, 8, 3, 2),
       sm90_ws("sm90_ws_bn128_s8_b3_d2", 128, 8, 3, 2),
-      simple("smxx_dequant_fp16", Program::DequantFp16, 128),
+      simple("smxx_dequant_fp16", Program::DequantFp16, 256),
       sm90_swap_a16("sm90_a16_bm24_s12_rs", 24, 12, true),
       sm90_swap_a16("sm90_a16_bm72_s8_rs", 72, 8, true),
       sm90_swap_a16("sm90_a16_bm136_s6_rs", 136, 6, true),
@@ -217,7 +217,7 @@ std::string Build::description() const {
          << "warpgroup, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::DequantFp16:
-      os << "deq(A) x 2^-7 as FP16 (the activation operand of the swap-RS program, one thread per 32 elements), sm_"
+      os << "deq(x) x 2^-7 as FP16 (the FP16 operand of the swap-AB-on-FP16-A and FP16-B programs, one thread per 8 codes), sm_"
          << min_cc << "+";
       break;
     case Program::Sm90SwapA16:
