@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/checked.hpp"
 #include "common/sha256.hpp"
 #include "jit/embedded_sources.hpp"
 #include "svdq/error.hpp"
@@ -279,7 +280,9 @@ bool is_sm90a_program(Program p) {
 bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16; }
 bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp16_b; }
 
-int64_t fp16_copy_bytes(int64_t rows, int64_t k) { return rows * k * 2; }
+int64_t fp16_copy_bytes(int64_t rows, int64_t k) {
+  return checked::mul(checked::mul(rows, k, "FP16 copy elements"), 2, "FP16 copy bytes");
+}
 
 std::vector<const Build*> usable_builds(int cc) {
   std::vector<const Build*> out;
@@ -314,6 +317,8 @@ std::string render(const Build& b) {
       break;
     case Program::Sm90Ws:
       os << "#include \"sm90/sm90_svdq_ws.cuh\"\n"
+         << "static_assert(svdq_k::Sm90WsConfig<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ", " << b.dq_wgs
+         << (b.fp16_b ? ", true" : "") << ">::kSmem == " << b.smem_bytes << ", \"registry smem_bytes differs from the kernel's\");\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
          << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
          << "  svdq_k::sm90_svdq_ws<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ", " << b.dq_wgs

@@ -132,6 +132,35 @@ TEST(Router, ProgramNeedingANewerToolkitFallsBack) {
   EXPECT_NE(why.find("needs NVRTC"), std::string::npos) << why;
 }
 
+// The builds that read one operand as FP16 get exactly one smxx_dequant_fp16 launch before them, and the pieces that
+// launch depends on agree: the swap-AB-on-FP16-A builds copy A, the FP16-B ws builds copy B (producer-warp layout
+// only, the kernel's static_assert), nothing else copies; the copy's size is checked arithmetic.
+TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
+  int a16 = 0, b16 = 0;
+  for (const auto& b : reg::all_builds()) {
+    SCOPED_TRACE(b.id);
+    EXPECT_FALSE(reg::needs_fp16_a(b) && reg::needs_fp16_b(b));
+    EXPECT_EQ(reg::needs_fp16_a(b), b.program == reg::Program::Sm90SwapA16);
+    EXPECT_EQ(reg::needs_fp16_b(b), b.fp16_b);
+    if (b.fp16_b) {
+      EXPECT_EQ(b.program, reg::Program::Sm90Ws);
+      EXPECT_EQ(b.dq_wgs, 1);
+      EXPECT_EQ(b.threads, 384);
+    }
+    if (b.program == reg::Program::Sm90SwapA16) {
+      EXPECT_TRUE(b.tile_bufs == 0 || b.tile_bufs == 2);
+    }
+    a16 += reg::needs_fp16_a(b) ? 1 : 0;
+    b16 += reg::needs_fp16_b(b) ? 1 : 0;
+  }
+  EXPECT_GE(a16, 6);
+  EXPECT_GE(b16, 2);
+  EXPECT_EQ(reg::build_by_id("smxx_dequant_fp16").program, reg::Program::DequantFp16);
+  EXPECT_FALSE(reg::is_gemm(reg::build_by_id("smxx_dequant_fp16")));
+  EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
+  EXPECT_THROW(reg::fp16_copy_bytes(int64_t(1) << 40, int64_t(1) << 30), svdq::Error);
+}
+
 TEST(Registry, GatedBuildsRunOnTheirArchOnly) {
   const auto& hopper = reg::build_by_id("sm90_wgmma_bm128_s4");
   EXPECT_TRUE(reg::runs_on_cc(hopper, 90));
