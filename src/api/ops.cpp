@@ -34,6 +34,40 @@ const T* cptr(const TensorView& t) { return static_cast<const T*>(t.data); }
 template <typename T>
 T* mptr(const TensorView& t) { return static_cast<T*>(t.data); }
 
+// For the GEMM builds that read one operand as FP16: takes rows x K x 2 bytes of stream-ordered scratch, gets the
+// GEMM's parameters from `params(scratch)` (tensor maps encoded before anything is launched), launches
+// smxx_dequant_fp16 (deq(src) x 2^-7 into the scratch) and the GEMM, and queues the scratch's release behind them,
+// also when something throws.
+template <typename Params>
+void with_fp16_copy(const jit::DeviceTarget& dev, Stream stream, const void* src, const void* src_sf, int64_t rows,
+                    int64_t k, const char* arg, const registry::Build& build, unsigned gx, unsigned gy,
+                    Params&& params) {
+  const registry::Build& dq = router::select_dequant_fp16(dev);
+  const int64_t blocks = checked::ceil_div(checked::mul(rows, k / 8, "FP16 copy words"), dq.threads, "dequant grid");
+  if (blocks > 0x7FFFFFFF)
+    throw Error(ErrorCode::InvalidArgument, std::string("mm_nvfp4_svdquant: argument '") + arg + "' is too large for one launch");
+  jit::get_kernel(dq, dev);  // both modules loaded (or their errors thrown) before anything is allocated or launched
+  jit::get_kernel(build, dev);
+  const CUstream cs = reinterpret_cast<CUstream>(stream);
+  void* copy = jit::scratch_alloc(static_cast<uint64_t>(registry::fp16_copy_bytes(rows, k)), dev.ordinal, cs,
+                                  std::string("the FP16 copy of ") + arg + " (" + build.id + ")");
+  try {
+    svdq_k::DequantParams q{};
+    q.a = static_cast<const svdq_k::u8*>(src);
+    q.a_sf = static_cast<const svdq_k::u8*>(src_sf);
+    q.out = static_cast<svdq_k::u16*>(copy);
+    q.m = rows;
+    q.k = k;
+    svdq_k::Sm90WsParams wp = params(copy);
+    launch(dq, dev, static_cast<unsigned>(blocks), 1, stream, &q);
+    launch(build, dev, gx, gy, stream, &wp);
+  } catch (...) {
+    jit::scratch_free(copy, cs);
+    throw;
+  }
+  jit::scratch_free(copy, cs);
+}
+
 void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* a_sf, const void* b_sf,
                const void* alpha, const void* d, const void* l1, const void* bias, void* out, Stream stream) {
   const jit::DeviceTarget& dev = jit::current_device();
@@ -55,21 +89,8 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   const unsigned gx = static_cast<unsigned>((dm.n + build.bn - 1) / build.bn);
   const unsigned gy = static_cast<unsigned>((dm.m + build.bm - 1) / build.bm);
   if (registry::needs_fp16_a(build)) {
-    // The swap-RS program reads deq(A) x 2^-7 as FP16 [M, K] (written by smxx_dequant_fp16 into stream-ordered
-    // scratch memory, released in stream order after the GEMM) and the weights as packed codes.
-    const CUstream cs = reinterpret_cast<CUstream>(stream);
-    const int64_t bytes = registry::fp16_copy_bytes(dm.m, dm.k);
-    void* a16 = jit::scratch_alloc(static_cast<uint64_t>(bytes), dev.ordinal, cs, "the FP16 copy of A (" + build.id + ")");
-    try {
-      const registry::Build& dq = router::select_dequant_fp16(dev);
-      svdq_k::DequantParams q{};
-      q.a = p.a;
-      q.a_sf = p.a_sf;
-      q.out = static_cast<svdq_k::u16*>(a16);
-      q.m = dm.m;
-      q.k = dm.k;
-      const int64_t blocks = checked::ceil_div(checked::mul(dm.m, dm.k / 8, "A words"), dq.threads, "dequant grid");
-      if (blocks > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'a' is too large for one launch");
+    // The swap-AB program on FP16 A: deq(A) x 2^-7 as FP16 [M, K]; the weights stay packed.
+    with_fp16_copy(dev, stream, a, a_sf, dm.m, dm.k, "a", build, gx, gy, [&](void* a16) {
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
       const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
@@ -77,31 +98,13 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       jit::encode_tma_2d(&wp.tma_a, a16, 2, k, static_cast<uint64_t>(dm.m), k * 2, 64, bm, 128);
       jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, bn, 32);
       jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, bm, 128);
-      launch(dq, dev, static_cast<unsigned>(blocks), 1, stream, &q);
-      launch(build, dev, gx, gy, stream, &wp);
-    } catch (...) {
-      jit::scratch_free(a16, cs);
-      throw;
-    }
-    jit::scratch_free(a16, cs);
+      return wp;
+    });
     return;
   }
   if (registry::needs_fp16_b(build)) {
-    // The ws program in its FP16-B form: deq(B) x 2^-7 as FP16 [N, K] written by smxx_dequant_fp16 into
-    // stream-ordered scratch (released behind the GEMM), TMA-loaded as the B tiles; A stays packed.
-    const CUstream cs = reinterpret_cast<CUstream>(stream);
-    const int64_t bytes = registry::fp16_copy_bytes(dm.n, dm.k);
-    void* b16 = jit::scratch_alloc(static_cast<uint64_t>(bytes), dev.ordinal, cs, "the FP16 copy of B (" + build.id + ")");
-    try {
-      const registry::Build& dq = router::select_dequant_fp16(dev);
-      svdq_k::DequantParams q{};
-      q.a = p.b;
-      q.a_sf = p.b_sf;
-      q.out = static_cast<svdq_k::u16*>(b16);
-      q.m = dm.n;
-      q.k = dm.k;
-      const int64_t blocks = checked::ceil_div(checked::mul(dm.n, dm.k / 8, "B words"), dq.threads, "dequant grid");
-      if (blocks > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'b' is too large for one launch");
+    // The warp-specialized program in its FP16-B form: deq(B) x 2^-7 as FP16 [N, K] as the B tiles; A stays packed.
+    with_fp16_copy(dev, stream, b, b_sf, dm.n, dm.k, "b", build, gx, gy, [&](void* b16) {
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
       const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
@@ -109,13 +112,8 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, 128, 32);
       jit::encode_tma_2d(&wp.tma_b, b16, 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
       jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
-      launch(dq, dev, static_cast<unsigned>(blocks), 1, stream, &q);
-      launch(build, dev, gx, gy, stream, &wp);
-    } catch (...) {
-      jit::scratch_free(b16, cs);
-      throw;
-    }
-    jit::scratch_free(b16, cs);
+      return wp;
+    });
     return;
   }
   if (build.program == registry::Program::Sm90Ws || build.program == registry::Program::Sm90Swap) {
