@@ -44,12 +44,13 @@ struct QuantizeParams {
   int swizzled;           // 1: 128x4 swizzled, 0: linear [M, K/16]
 };
 
-// deq(a) x 2^-7 as FP16 (the sm_90a swap-RS program's activation operand, see kernels/quantize/smxx_dequant_fp16.cuh).
+// deq(x) x 2^-7 as FP16 [rows, K] (the FP16 operand of the sm_90a swap-AB-on-FP16-A and FP16-B programs, see
+// kernels/quantize/smxx_dequant_fp16.cuh).
 struct DequantParams {
-  const u8* a;     // [M, K/2] packed E2M1
-  const u8* a_sf;  // swizzled 128x4
-  u16* out;        // fp16 [M, K], each group of 8 in the order (0,4,1,5,2,6,3,7)
-  i64 m, k;
+  const u8* a;     // [m, K/2] packed E2M1 (the GEMM's A or B)
+  const u8* a_sf;  // its scales, swizzled 128x4
+  u16* out;        // fp16 [m, K], each group of 8 in the order (0,4,1,5,2,6,3,7)
+  i64 m, k;        // rows, K
 };
 
 struct LoraDownParams {
