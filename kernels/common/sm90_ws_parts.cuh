@@ -76,4 +76,26 @@ SVDQ_DEV void rs_fragment_tile(u32 tile, int ra, int rb, u32 swa, u32 swb, int c
   }
 }
 
+// The main K loop of a consumer warpgroup with two fragment buffers fa / fb (RS wgmma): while tile it's k16 wgmmas
+// (one commit group, issue(it, buffer)) run, build(it + 1, other buffer) waits for the next tile and dequantizes it;
+// the wait<1> before that retires tile it-1, the last reader of that buffer, and release(it - 1) frees its slot.
+// Two tiles per trip keep the buffers' roles compile-time. Ends with tile num_main - 1 possibly still running.
+template <int N, typename Build, typename Issue, typename Release>
+SVDQ_DEV void double_buffered_k_loop(int num_main, float* acc, u32* fa, u32* fb, Build&& build, Issue&& issue,
+                                     Release&& release) {
+  build(0, fa);
+  for (int it = 0; it < num_main; it += 2) {
+    issue(it, fa);
+    wgmma_wait_acc<N, 1>(acc);
+    if (it >= 1) release(it - 1);
+    if (it + 1 < num_main) {
+      build(it + 1, fb);
+      issue(it + 1, fb);
+      wgmma_wait_acc<N, 1>(acc);
+      release(it);
+      if (it + 2 < num_main) build(it + 2, fa);
+    }
+  }
+}
+
 }  // namespace svdq_k

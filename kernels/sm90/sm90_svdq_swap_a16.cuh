@@ -172,19 +172,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     if (it - 1 >= num_main) release(it - 1);
   };
 
-  build(0, fa);
-  for (int it = 0; it < num_main; it += 2) {  // two tiles per trip: the buffers' roles stay compile-time
-    issue(it, fa);
-    wgmma_wait_acc<BM, 1>(acc);
-    if (it >= 1) release(it - 1);
-    if (it + 1 < num_main) {
-      build(it + 1, fb);
-      issue(it + 1, fb);
-      wgmma_wait_acc<BM, 1>(acc);
-      release(it);
-      if (it + 2 < num_main) build(it + 2, fa);
-    }
-  }
+  double_buffered_k_loop<BM>(num_main, acc, fa, fb, build, issue, release);
   wgmma_wait_acc<BM, 0>(acc);
   release(num_main - 1);
   // The main term back to its true scale (exact, a power of two) before the rank steps.

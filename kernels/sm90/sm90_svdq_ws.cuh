@@ -375,9 +375,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   };
 
   if constexpr (B16) {
-    // Nothing else feeds the consumers' time, so fragments are built a whole K tile at a time into two buffers:
-    // while tile it's four k16 wgmmas (one commit group) run, the next tile's fragments are built into the other
-    // buffer (the wait<1> before that retires tile it-1, the last reader of that buffer and of its B tile).
+    // Nothing else takes the consumers' time, so fragments are built a whole K tile at a time into two buffers
+    // while the other tile's four k16 wgmmas run (double_buffered_k_loop; release_b frees a B tile).
     u32 fb[16];
     auto build = [&](int it, u32* f) {
       u32 swa, swb;
@@ -394,19 +393,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       for (int part = 0; part < 4; ++part) wgmma_rs_part<BN, kHalves, false>(acc, f + 4 * part, tile + part * 32);
       wgmma_commit();
     };
-    build(0, af);
-    for (int it = 0; it < num_main; it += 2) {  // two tiles per trip: the buffers' roles stay compile-time
-      issue(it, af);
-      wgmma_wait_acc<BN, 1>(acc);
-      if (it >= 1) release_b(it - 1);
-      if (it + 1 < num_main) {
-        build(it + 1, fb);
-        issue(it + 1, fb);
-        wgmma_wait_acc<BN, 1>(acc);
-        release_b(it);
-        if (it + 2 < num_main) build(it + 2, af);
-      }
-    }
+    double_buffered_k_loop<BN>(num_main, acc, af, fb, build, issue, release_b);
   } else {
     b_share_tile(0);
     for (int it = 0; it < num_main; ++it) {
