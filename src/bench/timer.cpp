@@ -25,10 +25,11 @@
 //      cuptiActivityFlushAll(0);
 //   4. count the kernel records delivered now, except any that ended before t0 — a second guard, which can only
 //      match a flush kernel that step 2 somehow failed to deliver.
-// So exactly the kernels launched by the operation are summed, however many it launches (split-K + reduce ...).
+// So exactly the kernels launched by the operation are counted, however many it launches (split-K + reduce ...):
+// the union of their intervals, so two kernels overlapping through programmatic dependent launch count once.
 // Checked on an H200 with the flush on: the counts per launch came out as cuBLAS's own (1 kernel for a GEMM, 2 for
 // its split-K form at 129x3072x12288, one more for the rank GEMM), never including the Isamax sweep.
-// Host-side gaps (synchronizations, CUPTI flushes) do not matter: only GPU kernel durations are summed, and the L2
+// Host-side gaps (synchronizations, CUPTI flushes) do not matter: only GPU kernel activity is counted, and the L2
 // stays cold across them because nothing else runs on the GPU.
 
 namespace svdq::bench {
@@ -125,6 +126,25 @@ double median(std::vector<double> v) {
   return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + h));
 }
 
+uint64_t union_length(std::vector<std::pair<uint64_t, uint64_t>> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  uint64_t total = 0, cur_start = 0, cur_end = 0;
+  bool open = false;
+  for (const auto& [a, b] : intervals) {
+    if (b <= a) continue;  // empty
+    if (open && a <= cur_end) {
+      cur_end = std::max(cur_end, b);
+      continue;
+    }
+    if (open) total += cur_end - cur_start;
+    cur_start = a;
+    cur_end = b;
+    open = true;
+  }
+  if (open) total += cur_end - cur_start;
+  return total;
+}
+
 struct KernelTimer::Impl {
   TimerConfig config;
   Stream stream = nullptr;
@@ -171,15 +191,15 @@ struct KernelTimer::Impl {
       recs.swap(g_records);
     }
     Sample s;
-    uint64_t ns = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> spans;
     for (const auto& r : recs) {
       if (r.start == 0 && r.end == 0)
         throw Error(ErrorCode::Cuda, "CUPTI delivered a kernel record without timestamps (rerun with --timer events)");
       if (r.end < t0) continue;
-      ns += r.end - r.start;
+      spans.emplace_back(r.start, r.end);
       ++s.kernels;
     }
-    s.us = static_cast<double>(ns) * 1e-3;
+    s.us = static_cast<double>(union_length(std::move(spans))) * 1e-3;
     return s;
   }
 
@@ -281,7 +301,7 @@ bool KernelTimer::uses_cupti() const { return impl_->cupti; }
 int64_t KernelTimer::flush_bytes() const { return impl_->config.flush_l2 ? impl_->flush.bytes() : 0; }
 
 std::string KernelTimer::method() const {
-  std::string m = impl_->cupti ? "CUPTI kernel activity (sum of kernel durations per launch)"
+  std::string m = impl_->cupti ? "CUPTI kernel activity (union of the launch's kernel intervals)"
                                : "CUDA events around each launch, stream held until enqueued (includes gaps "
                                  "between an operation's kernels)";
   if (!impl_->fallback_reason.empty()) m += " [CUPTI unavailable: " + impl_->fallback_reason + "]";

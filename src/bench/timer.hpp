@@ -1,11 +1,13 @@
-// Kernel-active timing of one operation (SPEC §3): the sum of the GPU durations of every kernel the operation
-// launches, taken from CUPTI activity records, with a cold L2 before every timed launch. CUDA events are the
-// fallback (they also count the idle gaps between an operation's kernels, so results say which method was used).
+// Kernel-active timing of one operation (SPEC §3): the time during which at least one kernel the operation launched
+// was running (the union of their CUPTI activity intervals: kernels that overlap through programmatic dependent
+// launch count once, gaps between kernels not at all), with a cold L2 before every timed launch. CUDA events are
+// the fallback (they also count the idle gaps between an operation's kernels, so results say which method was used).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "svdq/svdq.hpp"
@@ -48,5 +50,8 @@ class KernelTimer {
 };
 
 double median(std::vector<double> values);  // of a non-empty list
+
+// Length of the union of [start, end) intervals (CUPTI timestamps, ns); intervals may overlap or come in any order.
+uint64_t union_length(std::vector<std::pair<uint64_t, uint64_t>> intervals);
 
 }  // namespace svdq::bench
