@@ -12,6 +12,11 @@
 namespace svdq_k {
 
 SVDQ_DEV void smxx_dequant_fp16(const DequantParams& p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The GEMM after this launch (programmatic dependent launch) may start now: it waits (griddepcontrol.wait) for
+  // this grid's completion before its first load of this copy, and prepares everything else meanwhile.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const i64 words = p.k / 8;
   const i64 idx = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= p.m * words) return;

@@ -18,6 +18,18 @@
 // (0,4,1,5,2,6,3,7) inside each group of 8, then the rank in k16 steps; a*b is b*a), so the results are bitwise
 // theirs. A K tail (K % 64 == 32) and rank columns beyond r are k16 steps of exact zeros (TMA zero fill, B scales
 // masked to 0); A rows beyond M are TMA zero fill.
+//
+// DQW > 0 (with !B_REGS): DQW more warps (threads 160..) dequantize B into a TSTAGES-deep ring of FP16 tiles, every
+// warp a 1/DQW share of every tile (16 / DQW words of one row per thread), running ahead of the consumer, which
+// loads its RS fragments with ldmatrix (4 per K tile) and issues RS wgmmas: one warp per scheduler dequantizing and
+// issuing left most cycles idle on its own dependent chains, and SS wgmma on tiles written by other warps needs a
+// proxy fence per tile (MEMBAR + FENCE.VIEW.ASYNC: the dequant warps' top stall, measured on the H200).
+//
+// CLUSTER = 2 (with DQW): two CTAs of neighbouring output-column tiles (same activation rows) share the A (and d)
+// tiles: each loads half of the rows by TMA multicast into both, so the activations cross from L2 once per pair
+// (at N = 3072 every A tile is read by 48 CTAs, 70% of the kernel's L2 traffic). A slot is refilled only when the
+// consumers of both CTAs have released it (each arrives on both). Measured on the H200: no faster than CLUSTER = 1
+// (bench/results/2026-12-01_h200_dq_warps_clusters.md).
 #pragma once
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"
@@ -25,31 +37,40 @@
 
 namespace svdq_k {
 
-template <int BM, int STAGES, bool B_REGS>
+template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1>
 struct Sm90SwapA16Config {
   static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
-  static constexpr int kThreads = 160;                // 1 consumer warpgroup + the producer warp
-  static constexpr int kATile = BM * 128;             // FP16 A / BF16 d tile: BM rows x 64 K, 128-byte swizzle
+  static constexpr int kThreads = 160 + 32 * DQW;     // 1 consumer warpgroup + the producer warp (+ dequant warps)
+  // A rows each CTA of the cluster loads (a multiple of 8: every half starts 1024-byte aligned, as the swizzle wants).
+  static constexpr int kAHalf = CLUSTER == 2 ? (BM / 2 + 7) / 8 * 8 : BM;
+  static constexpr int kATile = CLUSTER * kAHalf * 128;  // FP16 A / BF16 d tile: >= BM rows x 64 K, 128-byte swizzle
   static constexpr int kOffPackB = kATile;            // packed B codes: 64 rows x 32 bytes
   static constexpr int kOffSfB = kOffPackB + kBN * 32;  // B's 512-byte scale block (128 rows; this tile is half)
   static constexpr int kStage = (kOffSfB + 512 + 1023) / 1024 * 1024;
-  static constexpr int kBTile = kBN * 128;  // !B_REGS: FP16 B tile, 64 rows x 64 K (two, after the ring)
+  static constexpr int kBTile = kBN * 128;  // !B_REGS: FP16 B tile, 64 rows x 64 K (after the ring)
+  static constexpr int kBTiles = B_REGS ? 0 : DQW > 0 ? TSTAGES : 2;
   static constexpr int kOffBTiles = STAGES * kStage;
-  static constexpr int kOffBars = kOffBTiles + (B_REGS ? 0 : 2 * kBTile);
-  static constexpr int kSmem = kOffBars + 2 * STAGES * 8 + 1024;  // + slack for 1024-byte alignment
+  static constexpr int kOffBars = kOffBTiles + kBTiles * kBTile;
+  static constexpr int kBars = 2 * STAGES + (DQW > 0 ? 2 * TSTAGES : 0);  // (+ the FP16 tiles' full/empty pairs)
+  static constexpr int kSmem = kOffBars + kBars * 8 + 1024;  // + slack for 1024-byte alignment
+  static constexpr int kWordsPerThread = DQW > 0 ? 16 / DQW : 8;  // of the tile's 64 rows x 8 words
   static_assert(BM % 8 == 0 && BM >= 8 && BM <= 256, "sm90 swap-A16: BM must be a multiple of 8 in [8, 256]");
   static_assert(kATile % 1024 == 0, "sm90 swap-A16: 128-byte-swizzled tiles need 1024-byte alignment");
   static_assert(STAGES >= 3, "sm90 swap-A16: a slot is released one tile after its wgmmas were issued");
+  static_assert(DQW == 0 || (!B_REGS && (DQW == 2 || DQW == 4 || DQW == 8) && TSTAGES >= 2),
+                "sm90 swap-A16: dequant warps (2, 4 or 8) write FP16 tiles for the consumer, at least two of them");
+  static_assert(CLUSTER == 1 || (CLUSTER == 2 && DQW > 0), "sm90 swap-A16: clusters of 2, with dequant warps");
 };
 
-template <int BM, int STAGES, bool B_REGS>
+template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
   const u32 ring = (smem_addr(smem) + 1023u) & ~1023u;
   const u32 full = ring + C::kOffBars, empty = full + 8 * STAGES;
+  const u32 full_t = empty + 8 * STAGES, empty_t = full_t + 8 * TSTAGES;  // DQW > 0: the FP16 B tiles
 
   const int tid = threadIdx.x, lane = tid & 31;
   const i64 n0 = (i64)blockIdx.x * C::kBN, m0 = (i64)blockIdx.y * BM;
@@ -59,34 +80,114 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, 4);  // every consumer warp
+      mbar_init(empty + 8 * s, 4 * CLUSTER);  // every consumer warp (of every CTA the slot's A tile goes to)
+    }
+    if constexpr (DQW > 0) {
+      for (int s = 0; s < TSTAGES; ++s) {
+        mbar_init(full_t + 8 * s, DQW);  // every dequant warp
+        mbar_init(empty_t + 8 * s, 4);   // every consumer warp
+      }
     }
     mbar_init_fence();
   }
-  __syncthreads();
-  pdl_wait_prior_grid();  // inputs may come from the preceding kernel (programmatic dependent launch)
+  const u32 crank = sync_after_barrier_init<CLUSTER>();
+  // Only the producer reads what the preceding launch (the FP16 copy of A) writes, so only it waits for that grid
+  // (programmatic dependent launch): everything else, the weights' first tiles included, starts while it runs.
 
+  if constexpr (DQW > 0) {
+    if (tid >= 160) {  // dequant warps: words w0.. of B row drow of every main K tile
+      constexpr int kWords = C::kWordsPerThread;
+      const int dt = tid - 160, drow = dt / (8 / kWords), w0 = (dt % (8 / kWords)) * kWords;
+      const u32 d_ok = n0 + drow < p.n ? 0xFFFFFFFFu : 0u;
+      const u32 d_pk = packed_word_addr(C::kOffPackB, drow, w0);  // (kWords == 8: the whole row, load_packed_row)
+      const u32 d_sf = C::kOffSfB + scale_word_offset((int)(n0 & 127) + drow);
+      for (int it = 0; it < num_main; ++it) {
+        const int s = it % STAGES, ts = it % TSTAGES;
+        const u32 slot = ring + s * C::kStage;
+        const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
+        mbar_wait(full + 8 * s, (it / STAGES) & 1);
+        u32 q[kWords];
+        if constexpr (kWords == 8) load_packed_row(slot + C::kOffPackB, drow, q);
+        else if constexpr (kWords == 4) ld_shared_16(slot + d_pk, q[0], q[1], q[2], q[3]);
+        else ld_shared_8(slot + d_pk, q[0], q[1]);
+        const u32 sw = (ld_shared_u32(slot + d_sf) & (d_ok & mask)) >> (4 * w0);  // from group w0 / 2, low byte
+        u32 sh[4];
+        scale4_half2_x128(sw, sh);
+        const u32 tile = ring + C::kOffBTiles + ts * C::kBTile;
+        mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
+#pragma unroll
+        for (int w = 0; w < kWords; ++w) {
+          u32 o[4];
+          dequant8_f16(q[w], sh[w >> 1], o);
+          st_shared_16(tile + drow * 128 + (((w0 + w) ^ (drow & 7)) << 4), o[0], o[1], o[2], o[3]);
+        }
+        __syncwarp();  // the warp's tile writes, before lane 0's arrival (release) publishes them to ldmatrix
+        if (lane == 0) mbar_arrive(full_t + 8 * ts);
+      }
+      // Rank tiles: l1 columns 64t.. (BF16, 128-byte swizzle, columns beyond r zero filled) by TMA into the same
+      // ring, so the consumer's rank steps read their fragments like the main tiles' (one arrival per warp: thread
+      // 160's arrive_expect_tx is its warp's).
+      for (int it = num_main; it < total; ++it) {
+        const int ts = it % TSTAGES;
+        const u32 tile = ring + C::kOffBTiles + ts * C::kBTile, bar = full_t + 8 * ts;
+        mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
+        if (dt == 0) {
+          mbar_arrive_expect_tx(bar, C::kBTile);
+          tma_load_2d(tile, &P.tma_l1, 64 * (it - num_main), (int)n0, bar);
+        } else if (lane == 0) {
+          mbar_arrive(bar);
+        }
+      }
+      if constexpr (CLUSTER > 1) cluster_arrive();  // the final cluster barrier (see the consumer's end)
+      return;
+    }
+  }
   if (tid >= 128) {  // producer
     if (tid == 128) {
       tma_prefetch_desc(&P.tma_a);
       tma_prefetch_desc(&P.tma_b);
       tma_prefetch_desc(&P.tma_d);
+      if constexpr (DQW > 0) tma_prefetch_desc(&P.tma_l1);
       const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
-      for (int it = 0; it < total; ++it) {
+      // A column-tile past N (the grid rounded up to whole clusters) loads zeros for B (TMA fill) and no scales.
+      const bool n_ok = CLUSTER == 1 || n0 < p.n;
+      auto wait_slot = [&](int it) {
+        const int s = it % STAGES;
+        mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+      };
+      // The A (or d) tile of slot `it`: this CTA's rows of it, multicast to the cluster.
+      auto load_a = [&](const TmaDesc* map, int c0, int it) {
         const int s = it % STAGES;
         const u32 slot = ring + s * C::kStage, bar = full + 8 * s;
-        mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+        if constexpr (CLUSTER > 1)
+          tma_load_2d_multicast(slot + crank * (C::kAHalf * 128), map, c0, (int)m0 + (int)crank * C::kAHalf, bar,
+                                (u16)((1u << CLUSTER) - 1));
+        else
+          tma_load_2d(slot, map, c0, (int)m0, bar);
+      };
+      auto load_b = [&](int it) {  // the weights of main tile `it` (the slot is free; its A tile follows)
+        const int s = it % STAGES;
+        const u32 slot = ring + s * C::kStage, bar = full + 8 * s;
+        wait_slot(it);
+        mbar_arrive_expect_tx(bar, C::kATile + C::kBN * 32 + (n_ok ? 512 : 0));
+        tma_load_2d(slot + C::kOffPackB, &P.tma_b, 32 * it, (int)n0, bar);
+        if (n_ok) bulk_load(slot + C::kOffSfB, p.b_sf + ((n0 >> 7) * sf_ktiles + it) * 512, 512, bar);
+      };
+      const int early = num_main < STAGES ? num_main : STAGES;  // slots free at the start
+      for (int it = 0; it < early; ++it) load_b(it);
+      pdl_wait_prior_grid();
+      for (int it = 0; it < total; ++it) {
         if (it < num_main) {
-          mbar_arrive_expect_tx(bar, C::kATile + C::kBN * 32 + 512);
-          tma_load_2d(slot, &P.tma_a, 64 * it, (int)m0, bar);
-          tma_load_2d(slot + C::kOffPackB, &P.tma_b, 32 * it, (int)n0, bar);
-          bulk_load(slot + C::kOffSfB, p.b_sf + ((n0 >> 7) * sf_ktiles + it) * 512, 512, bar);
+          if (it >= early) load_b(it);
+          load_a(&P.tma_a, 64 * it, it);
         } else {
-          mbar_arrive_expect_tx(bar, C::kATile);
-          tma_load_2d(slot, &P.tma_d, 64 * (it - num_main), (int)m0, bar);
+          wait_slot(it);
+          mbar_arrive_expect_tx(full + 8 * (it % STAGES), C::kATile);
+          load_a(&P.tma_d, 64 * (it - num_main), it);
         }
       }
     }
+    if constexpr (CLUSTER > 1) cluster_arrive();  // the final cluster barrier (see the consumer's end)
     return;
   }
 
@@ -101,7 +202,10 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
   auto release = [&](int it) {  // every wgmma that read slot `it` is done (this warp waited for them)
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty + 8 * (it % STAGES));
+    if (lane == 0) {
+      mbar_arrive(empty + 8 * (it % STAGES));
+      if constexpr (CLUSTER > 1) mbar_arrive_cluster(empty + 8 * (it % STAGES), crank ^ 1u);  // the peer's copy of A
+    }
   };
   // Two B buffers (fragment registers, or FP16 tiles): while the four k16 wgmmas of tile it (one commit group) run
   // on the tensor cores from one, the warps wait for tile it+1's slot and fill the other (the wait<1> before that
@@ -172,19 +276,64 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     if (it - 1 >= num_main) release(it - 1);
   };
 
-  double_buffered_k_loop<BM>(num_main, acc, fa, fb, build, issue, release);
+  // DQW > 0: ldmatrix.x4 rows of this lane (matrices: rows 0-7 / 8-15 of the warp's 16, K 0-7 / 8-15 of a k16 part):
+  // the RS A fragment of a k16 part in one instruction; the tile's 128-byte swizzle keeps the 8 rows conflict-free.
+  const int lrow = (tid >> 5) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, lhalf = lane >> 4;
+  auto load_frags = [&](int it, u32* f) {
+    const int ts = it % TSTAGES;
+    mbar_wait(full_t + 8 * ts, (it / TSTAGES) & 1);
+    const u32 row = ring + C::kOffBTiles + ts * C::kBTile + lrow * 128;
+#pragma unroll
+    for (int part = 0; part < 4; ++part)
+      ldmatrix_x4(row + (((2 * part + lhalf) ^ (lrow & 7)) << 4), f[4 * part], f[4 * part + 1], f[4 * part + 2],
+                  f[4 * part + 3]);
+  };
+  auto release_t = [&](int it) {  // the fragments are in registers (the wgmmas read them): the tile is free
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_t + 8 * (it % TSTAGES));
+  };
+  auto issue_rs = [&](int it, const u32* f) {  // the F16 RS wgmmas of main tile `it` on fragments f
+    const int s = it % STAGES;
+    mbar_wait(full + 8 * s, (it / STAGES) & 1);  // the A tile (the dequant warps waited for the same phase)
+    const u64 desc = wgmma_desc_sw128(ring + s * C::kStage);
+    wgmma_fence();
+#pragma unroll
+    for (int part = 0; part < 4; ++part) wgmma_rs_f16<BM>(acc, f + 4 * part, desc + 2 * part);
+    wgmma_commit();
+    release_t(it);
+  };
+
+  if constexpr (DQW > 0) double_buffered_k_loop<BM>(num_main, acc, fa, fb, load_frags, issue_rs, release);
+  else double_buffered_k_loop<BM>(num_main, acc, fa, fb, build, issue, release);
   wgmma_wait_acc<BM, 0>(acc);
   release(num_main - 1);
   // The main term back to its true scale (exact, a power of two) before the rank steps.
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
-  for (int it = num_main; it < total; ++it) rank_tile(it);
+  for (int it = num_main; it < total; ++it) {
+    if constexpr (DQW > 0) {  // l1 fragments from the tile ring (ldmatrix), d from the slot; BF16 RS wgmma
+      load_frags(it, fa);
+      const int s = it % STAGES;
+      mbar_wait(full + 8 * s, (it / STAGES) & 1);
+      const u64 desc = wgmma_desc_sw128(ring + s * C::kStage);
+      wgmma_fence();
+#pragma unroll
+      for (int part = 0; part < 4; ++part) wgmma_rs_bf16<BM>(acc, fa + 4 * part, desc + 2 * part);
+      wgmma_commit();
+      wgmma_wait_acc<BM, 0>(acc);  // fa is rewritten by the next tile's ldmatrix
+      release(it);
+      release_t(it);
+    } else {
+      rank_tile(it);
+    }
+  }
   wgmma_wait_acc<BM, 0>(acc);
   pdl_launch_dependents();
 
   const float alpha = *p.alpha;
 #pragma unroll
   for (int j = 0; j < BM / 8; ++j) store_fragment_t(p, alpha, n0 + ra, m0 + j * 8 + 2 * c, &acc[4 * j]);
+  if constexpr (CLUSTER > 1) cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 }
 
 }  // namespace svdq_k

@@ -13,6 +13,11 @@
 //   B16 (with DQ_WGS = 1): B comes as FP16 (deq(B) x 2^-7, written by the smxx_dequant_fp16 launch before this one):
 //       the producer TMA-loads its tiles straight into the B ring (and l1 for the rank steps); the other three warps
 //       of the first warpgroup only give their registers away. Nothing dequantizes B in this kernel.
+//   CLUSTER = 2 (B16 only): the two CTAs of neighbouring row tiles (same output columns) share the B tiles: each
+//       TMA-loads half of the rows and multicasts them into both, so the FP16 B copy crosses from L2 once per pair
+//       (every B tile is read by M / 128 CTAs: 7/8 of the kernel's L2 traffic). A B tile is refilled only when the
+//       consumers of both CTAs have released it (each arrives on both). Measured on the H200: no faster than
+//       CLUSTER = 1 (bench/results/2026-12-01_h200_dq_warps_clusters.md).
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
 //       shared-memory round trip), one k16 part at a time, each part issued as wgmma.m64nBNk16 (FP32 accumulators)
 //       as soon as it is built. Rank steps load d fragments from global memory into the same registers and run BF16
@@ -29,7 +34,7 @@
 
 namespace svdq_k {
 
-template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false>
+template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -58,6 +63,7 @@ struct Sm90WsConfig {
   // Arrivals completing a B tile: warps writing it (B16: the producer's arrive_expect_tx; the TMA bytes do the rest).
   static constexpr int kFullArrivals = B16 ? 1 : kProducerWarp ? kDqWarps : 4 + (kCWords > 0 ? 8 : 0);
   static constexpr int kEmptyArrivals = B16 ? 8 : kDqWarps + 8;  // warps reading a packed slot: dequant + consumers
+  static_assert(CLUSTER == 1 || (CLUSTER == 2 && B16 && BN % 16 == 0), "sm90 ws: clusters of 2, FP16-B form only");
   // DQ_WGS = 0: loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most
   // BSTAGES, so with this distance the slot being refilled has always been released already.
   static constexpr int kLookahead = STAGES - BSTAGES;
@@ -93,9 +99,9 @@ SVDQ_DEV void wgmma_rs_part(float* acc, const u32* af, u32 b_part) {
   }
 }
 
-template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false>
+template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -124,37 +130,49 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     }
     for (int s = 0; s < BSTAGES; ++s) {
       mbar_init(full_b + 8 * s, C::kFullArrivals);
-      mbar_init(empty_b + 8 * s, 8);                // every consumer warp
+      mbar_init(empty_b + 8 * s, 8 * CLUSTER);      // every consumer warp (of every CTA the tile goes to)
     }
     mbar_init_fence();
   }
-  __syncthreads();
-  pdl_wait_prior_grid();  // inputs may come from the preceding kernel (programmatic dependent launch)
+  const u32 crank = sync_after_barrier_init<CLUSTER>();
+  // Inputs may come from the preceding kernel (programmatic dependent launch). B16: only the producer reads what
+  // that launch (the FP16 copy of B) writes, so only it waits, after the first slots' A loads.
+  if constexpr (!B16) pdl_wait_prior_grid();
 
   const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
   int sf_b_blocks = 0;                       // B scale blocks that exist (the buffer holds round_up(N, 128) rows)
   for (int h = 0; h < C::kSfBlocks; ++h) sf_b_blocks += ((i64)(sf_blk0 + h) * 128 < p.n) ? 1 : 0;
   // Issues the loads of main K tile `it` into its packed slot (one thread).
+  // A row tile past M (the grid rounded up to whole clusters): zeros for A (TMA fill), no scales, nothing stored.
+  const bool m_ok = CLUSTER == 1 || m0 < p.m;
   auto issue = [&](int it) {
     const int s = it % STAGES;
     const u32 slot = packed + s * C::kStage, bar = full_p + 8 * s;
     mbar_wait(empty_p + 8 * s, ((it / STAGES) & 1) ^ 1);
-    mbar_arrive_expect_tx(bar, C::kPackA + C::kPackB + C::kSfA + 512 * sf_b_blocks);
+    mbar_arrive_expect_tx(bar, C::kPackA + C::kPackB + (m_ok ? C::kSfA : 0) + 512 * sf_b_blocks);
     tma_load_2d(slot, &P.tma_a, it * 32, (int)m0, bar);
     if constexpr (!B16) tma_load_2d(slot + C::kPackA, &P.tma_b, it * 32, (int)n0, bar);
-    bulk_load(slot + C::kPackA + C::kPackB, p.a_sf + ((m0 >> 7) * sf_ktiles + it) * 512, 512, bar);
+    if (m_ok) bulk_load(slot + C::kPackA + C::kPackB, p.a_sf + ((m0 >> 7) * sf_ktiles + it) * 512, 512, bar);
     for (int h = 0; h < sf_b_blocks; ++h)
       bulk_load(slot + C::kPackA + C::kPackB + C::kSfA + 512 * h, p.b_sf + ((sf_blk0 + h) * sf_ktiles + it) * 512,
                 512, bar);
   };
   // B16: tile `it` of the B ring by TMA: FP16 B columns 64 it.. of a main tile, l1 columns for a rank tile.
+  // CLUSTER = 2: this CTA's half of the rows, multicast to both.
   auto issue_b16 = [&](int it) {
     const int bs = it % BSTAGES;
     const u32 tile = btiles + bs * C::kBTile, bar = full_b + 8 * bs;
+    const TmaDesc* map = it < num_main ? &P.tma_b : &P.tma_l1;
+    const int c0 = it < num_main ? 64 * it : 64 * (it - num_main);
     mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
     mbar_arrive_expect_tx(bar, C::kBTile);
-    if (it < num_main) tma_load_2d(tile, &P.tma_b, 64 * it, (int)n0, bar);
-    else tma_load_2d(tile, &P.tma_l1, 64 * (it - num_main), (int)n0, bar);
+    if constexpr (CLUSTER > 1) {
+      constexpr int kHalf = BN / 2;
+      tma_load_2d_multicast(tile + crank * (kHalf * 128), map, c0, (int)n0 + (int)crank * kHalf, bar,
+                            (u16)((1u << CLUSTER) - 1));
+    } else {
+      tma_load_2d(tile, map, c0, (int)n0, bar);
+    }
   };
   auto prefetch_descs = [&] {
     tma_prefetch_desc(&P.tma_a);
@@ -168,17 +186,24 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       if (tid == 0) {
         prefetch_descs();
         if constexpr (B16) {
+          const int early = num_main < STAGES ? num_main : STAGES;  // packed slots free at the start
+          for (int it = 0; it < early; ++it) issue(it);
+          pdl_wait_prior_grid();
           for (int it = 0; it < total; ++it) {
-            if (it < num_main) issue(it);
+            if (it >= early && it < num_main) issue(it);
             issue_b16(it);
           }
         } else {
           for (int it = 0; it < num_main; ++it) issue(it);
         }
       }
+      if constexpr (CLUSTER > 1) cluster_arrive();  // the final cluster barrier (see the consumers' end)
       return;
     }
-    if constexpr (B16) return;  // nothing to dequantize
+    if constexpr (B16) {  // nothing to dequantize
+      if constexpr (CLUSTER > 1) cluster_arrive();
+      return;
+    }
     const int dt = tid - C::kDq0;  // dequant thread
     if constexpr (C::kProducerWarp) {
       // Quarter q of rows r_i = dt / 4 + kRowStep i: packed words 2q, 2q + 1 and scale byte q of the row.
@@ -303,7 +328,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   };
   auto release_b = [&](int it) {  // every wgmma that read B tile `it` is done (this warp waited for them)
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty_b + 8 * (it % BSTAGES));
+    if (lane == 0) {
+      mbar_arrive(empty_b + 8 * (it % BSTAGES));
+      if constexpr (CLUSTER > 1) mbar_arrive_cluster(empty_b + 8 * (it % BSTAGES), crank ^ 1u);  // the peer's copy
+    }
   };
   // Main tile `it`'s packed slot is ready; returns the slot (and the two rows' masked scale words).
   auto acquire_packed = [&](int it, u32& swa, u32& swb) {
@@ -417,6 +445,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   const i64 row0 = m0 + ra;
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j) store_fragment(p, alpha, row0, n0 + j * 8 + 2 * c, &acc[4 * j]);
+  if constexpr (CLUSTER > 1) cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 }
 
 }  // namespace svdq_k

@@ -3,6 +3,7 @@
 
 #include "api/validate.hpp"
 #include "common/checked.hpp"
+#include "common/env.hpp"
 #include "common/smxx_params.cuh"
 #include "jit/driver.hpp"
 #include "jit/kernel_cache.hpp"
@@ -21,12 +22,14 @@ int64_t launch_count() { return g_launches.load(); }
 namespace {
 
 void launch(const registry::Build& b, const jit::DeviceTarget& dev, unsigned gx, unsigned gy, Stream stream,
-            void* params) {
+            void* params, bool programmatic = false) {
   const jit::LoadedKernel& k = jit::get_kernel(b, dev);
   void* args[] = {params};
   ++detail::g_launches;
+  const registry::ClusterShape cl = registry::cluster_shape(b);
   jit::launch(k, gx, gy, 1, static_cast<unsigned>(b.threads), static_cast<unsigned>(b.smem_bytes),
-              reinterpret_cast<CUstream>(stream), args);
+              reinterpret_cast<CUstream>(stream), args, programmatic, static_cast<unsigned>(cl.x),
+              static_cast<unsigned>(cl.y));
 }
 
 template <typename T>
@@ -48,6 +51,9 @@ void with_fp16_copy(const jit::DeviceTarget& dev, Stream stream, const void* src
     throw Error(ErrorCode::InvalidArgument, std::string("mm_nvfp4_svdquant: argument '") + arg + "' is too large for one launch");
   jit::get_kernel(dq, dev);  // both modules loaded (or their errors thrown) before anything is allocated or launched
   jit::get_kernel(build, dev);
+  // The GEMM by programmatic dependent launch (unless SVDQ_PDL=0): its CTAs start while the copy is written and
+  // load the other operand's first tiles; only its producer waits for the copy (griddepcontrol.wait).
+  const bool pdl = env::get_bool("SVDQ_PDL", true);
   const CUstream cs = reinterpret_cast<CUstream>(stream);
   void* copy = jit::scratch_alloc(static_cast<uint64_t>(registry::fp16_copy_bytes(rows, k)), dev.ordinal, cs,
                                   std::string("the FP16 copy of ") + arg + " (" + build.id + ")");
@@ -60,7 +66,7 @@ void with_fp16_copy(const jit::DeviceTarget& dev, Stream stream, const void* src
     q.k = k;
     svdq_k::Sm90WsParams wp = params(copy);
     launch(dq, dev, static_cast<unsigned>(blocks), 1, stream, &q);
-    launch(build, dev, gx, gy, stream, &wp);
+    launch(build, dev, gx, gy, stream, &wp, pdl);
   } catch (...) {
     jit::scratch_free(copy, cs);
     throw;
@@ -86,18 +92,24 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   p.n = dm.n;
   p.k = dm.k;
   p.rank = dm.rank;
-  const unsigned gx = static_cast<unsigned>((dm.n + build.bn - 1) / build.bn);
-  const unsigned gy = static_cast<unsigned>((dm.m + build.bm - 1) / build.bm);
+  // Whole clusters: a tile past N (or M) loads zeros and stores nothing (see the sm90 programs' CLUSTER).
+  const registry::ClusterShape cl = registry::cluster_shape(build);
+  const int64_t col_tiles = (dm.n + build.bn - 1) / build.bn, row_tiles = (dm.m + build.bm - 1) / build.bm;
+  const unsigned gx = static_cast<unsigned>((col_tiles + cl.x - 1) / cl.x * cl.x);
+  const unsigned gy = static_cast<unsigned>((row_tiles + cl.y - 1) / cl.y * cl.y);
   if (registry::needs_fp16_a(build)) {
     // The swap-AB program on FP16 A: deq(A) x 2^-7 as FP16 [M, K]; the weights stay packed.
     with_fp16_copy(dev, stream, a, a_sf, dm.m, dm.k, "a", build, gx, gy, [&](void* a16) {
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
       const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
-      const uint32_t bm = static_cast<uint32_t>(build.bm), bn = static_cast<uint32_t>(build.bn);
+      const uint32_t bn = static_cast<uint32_t>(build.bn);
+      // Rows per TMA box: the tile's, or with clusters each CTA's share (a multiple of 8; see Sm90SwapA16Config).
+      const uint32_t bm = build.cluster > 1 ? static_cast<uint32_t>((build.bm / 2 + 7) / 8 * 8) : static_cast<uint32_t>(build.bm);
       jit::encode_tma_2d(&wp.tma_a, a16, 2, k, static_cast<uint64_t>(dm.m), k * 2, 64, bm, 128);
       jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, bn, 32);
       jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, bm, 128);
+      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);  // dequant-warp builds
       return wp;
     });
     return;
@@ -108,7 +120,8 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
       const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
-      const uint32_t bn = static_cast<uint32_t>(build.bn);
+      // Rows per B box: the tile's, or with clusters each CTA's half (it multicasts them to the pair).
+      const uint32_t bn = static_cast<uint32_t>(build.bn / build.cluster);
       jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, 128, 32);
       jit::encode_tma_2d(&wp.tma_b, b16, 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
       jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);

@@ -17,6 +17,7 @@ struct DriverApi {
   decltype(&cuLibraryGetKernel) library_get_kernel = nullptr;
   decltype(&cuKernelSetAttribute) kernel_set_attribute = nullptr;
   decltype(&cuLaunchKernel) launch_kernel = nullptr;
+  decltype(&cuLaunchKernelEx) launch_kernel_ex = nullptr;
   decltype(&cuGetErrorString) get_error_string = nullptr;
   decltype(&cuDeviceGet) device_get = nullptr;
   decltype(&cuTensorMapEncodeTiled) tensor_map_encode_tiled = nullptr;
@@ -47,6 +48,7 @@ const DriverApi& api() {
       resolve("cuLibraryGetKernel", d.library_get_kernel);
       resolve("cuKernelSetAttribute", d.kernel_set_attribute);
       resolve("cuLaunchKernel", d.launch_kernel);
+      resolve("cuLaunchKernelEx", d.launch_kernel_ex);
       resolve("cuGetErrorString", d.get_error_string);
       resolve("cuDeviceGet", d.device_get);
       resolve("cuTensorMapEncodeTiled", d.tensor_map_encode_tiled);
@@ -139,9 +141,46 @@ void scratch_free(void* ptr, CUstream stream) {
 }
 
 void launch(const LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, CUstream stream,
-            void** params) {
-  check(api().launch_kernel(reinterpret_cast<CUfunction>(k.kernel), gx, gy, gz, bx, 1, 1, smem, stream, params, nullptr),
-        "launching a kernel of module " + k.unit);
+            void** params, bool programmatic, unsigned cluster_x, unsigned cluster_y) {
+  const bool clustered = cluster_x * cluster_y > 1;
+  if (!programmatic && !clustered) {
+    check(api().launch_kernel(reinterpret_cast<CUfunction>(k.kernel), gx, gy, gz, bx, 1, 1, smem, stream, params,
+                              nullptr),
+          "launching a kernel of module " + k.unit);
+    return;
+  }
+  if (clustered && (cluster_x == 0 || cluster_y == 0 || gx % cluster_x != 0 || gy % cluster_y != 0))
+    throw Error(ErrorCode::InvalidArgument, "launching " + k.unit + ": grid " + std::to_string(gx) + " x " +
+                                                std::to_string(gy) + " is not a whole number of " +
+                                                std::to_string(cluster_x) + " x " + std::to_string(cluster_y) + " clusters");
+  CUlaunchAttribute attrs[2]{};
+  unsigned n = 0;
+  if (programmatic) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[n].value.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (clustered) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = cluster_x;
+    attrs[n].value.clusterDim.y = cluster_y;
+    attrs[n].value.clusterDim.z = 1;
+    ++n;
+  }
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = gx;
+  cfg.gridDimY = gy;
+  cfg.gridDimZ = gz;
+  cfg.blockDimX = bx;
+  cfg.blockDimY = 1;
+  cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = smem;
+  cfg.hStream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
+  check(api().launch_kernel_ex(&cfg, reinterpret_cast<CUfunction>(k.kernel), params, nullptr),
+        "launching a kernel of module " + k.unit + (programmatic ? " (programmatic dependent launch)" : "") +
+            (clustered ? " (clusters of " + std::to_string(cluster_x) + " x " + std::to_string(cluster_y) + ")" : ""));
 }
 
 }  // namespace svdq::jit

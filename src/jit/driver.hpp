@@ -34,8 +34,12 @@ void encode_tma_2d(void* map128, const void* base, int elem_bytes, uint64_t cols
 void* scratch_alloc(uint64_t bytes, int device, CUstream stream, const std::string& what);
 void scratch_free(void* ptr, CUstream stream);
 
-// Launches with the given kernel parameter pointers (one per kernel parameter).
+// Launches with the given kernel parameter pointers (one per kernel parameter). `programmatic`: programmatic
+// dependent launch (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) - the kernel may start before the previous
+// kernel on the stream has finished, and must itself wait (griddepcontrol.wait) before touching what that kernel writes.
+// cluster_x x cluster_y > 1: thread-block clusters of that shape (the grid a whole number of them).
 void launch(const LoadedKernel& k, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
-            unsigned smem_bytes, CUstream stream, void** params);
+            unsigned smem_bytes, CUstream stream, void** params, bool programmatic = false, unsigned cluster_x = 1,
+            unsigned cluster_y = 1);
 
 }  // namespace svdq::jit

@@ -60,7 +60,8 @@ Build sm90(const std::string& id, int stages) {
 }
 
 // Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
-Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false) {
+Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
+              int cluster = 1) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -72,6 +73,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.tile_bufs = bstages;
   b.dq_wgs = dq_wgs;
   b.fp16_b = fp16_b;
+  b.cluster = cluster;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t stage = 128 * 32 + (fp16_b ? 0 : int64_t(bn) * 32) + 512 + sf_blocks * 512;
@@ -102,7 +104,8 @@ Build sm90_swap(const std::string& id, int bm, int stages, int tstages, int team
 }
 
 // Mirrors Sm90SwapA16Config in kernels/sm90/sm90_svdq_swap_a16.cuh (the rendered unit static_asserts the size).
-Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs) {
+Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int dq_warps = 0, int tstages = 2,
+                    int cluster = 1) {
   Build b;
   b.id = id;
   b.program = Program::Sm90SwapA16;
@@ -111,10 +114,13 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs) {
   b.bm = bm;
   b.bn = 64;
   b.stages = stages;
-  b.tile_bufs = b_regs ? 0 : 2;
-  b.threads = 160;  // 1 consumer warpgroup, 1 producer warp
-  const int64_t stage = (int64_t(bm) * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
-  b.smem_bytes = stages * stage + b.tile_bufs * 64 * 128 + 2 * stages * 8 + 1024;
+  b.tile_bufs = b_regs ? 0 : dq_warps > 0 ? tstages : 2;
+  b.dq_warps = dq_warps;
+  b.cluster = cluster;
+  b.threads = 160 + 32 * dq_warps;  // 1 consumer warpgroup, 1 producer warp (+ dequant warps)
+  const int64_t a_rows = cluster == 1 ? bm : cluster * ((bm / 2 + 7) / 8 * 8);  // each CTA loads a multiple of 8
+  const int64_t stage = (a_rows * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
+  b.smem_bytes = stages * stage + b.tile_bufs * 64 * 128 + (2 * stages + (dq_warps > 0 ? 2 * tstages : 0)) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
 }
@@ -161,6 +167,11 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws16_bn256_s6_b4", 256, 6, 4, 1, true),
       sm90_ws("sm90_ws16_bn256_s8_b5", 256, 8, 5, 1, true),
       sm90_ws("sm90_ws16_bn128_s8_b6", 128, 8, 6, 1, true),
+      sm90_swap_a16("sm90_a16_bm72_s8_t4_dq8", 72, 8, false, 8, 4),
+      sm90_swap_a16("sm90_a16_bm72_s8_t4_dq4", 72, 8, false, 4, 4),
+      sm90_swap_a16("sm90_a16_bm136_s8_t4_dq8", 136, 8, false, 8, 4),
+      sm90_swap_a16("sm90_a16_bm72_s8_t4_dq8_c2", 72, 8, false, 8, 4, 2),
+      sm90_ws("sm90_ws16_bn256_s8_b5_c2", 256, 8, 5, 1, true, 2),
   };
 }
 
@@ -206,7 +217,8 @@ std::string Build::description() const {
     case Program::Sm90Ws:
       os << "sm_90a warp-specialized wgmma GEMM, tile " << bm << "x" << bn << "x64, TMA + mbarrier ring of " << stages
          << " packed slots, " << tile_bufs << " FP16 B tiles, ";
-      if (fp16_b) os << "B as FP16 from a launch before it (TMA into the B tiles), a producer warp + 2 RS-wgmma consumer warpgroups, ";
+      if (fp16_b) os << "B as FP16 from a launch before it (TMA into the B tiles), a producer warp + 2 RS-wgmma consumer warpgroups, "
+                     << (cluster > 1 ? "clusters of " + std::to_string(cluster) + " row tiles sharing the B tiles (TMA multicast), " : "");
       else if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
       else os << "a producer warp + " << 4 * dq_wgs - 1 << " dequant warps + 2 RS-wgmma consumer warpgroups, ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
@@ -224,8 +236,11 @@ std::string Build::description() const {
     case Program::Sm90SwapA16:
       os << "sm_90a swap-AB wgmma GEMM for small M on FP16 A (dequantized by a launch before it), tile " << bm
          << " rows x " << bn << " columns x 64, TMA + mbarrier ring of " << stages << " slots, a producer warp, 1 "
-         << "consumer warpgroup dequantizing B into " << (tile_bufs == 0 ? "RS fragments" : "2 FP16 tiles (SS wgmma)")
-         << ", " << smem_bytes / 1024 << " KiB smem, sm_90a only";
+         << "consumer warpgroup ";
+      if (dq_warps > 0) os << "(RS wgmma on ldmatrix fragments) and " << dq_warps << " warps dequantizing B into a ring of " << tile_bufs << " FP16 tiles, ";
+      else os << "dequantizing B into " << (tile_bufs == 0 ? "RS fragments" : "2 FP16 tiles (SS wgmma)") << ", ";
+      if (cluster > 1) os << "clusters of " << cluster << " CTAs sharing the A tiles (TMA multicast), ";
+      os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
   }
   return os.str();
@@ -277,6 +292,11 @@ bool is_sm90a_program(Program p) {
   return p == Program::Sm90Wgmma || p == Program::Sm90Ws || p == Program::Sm90Swap || p == Program::Sm90SwapA16;
 }
 
+ClusterShape cluster_shape(const Build& b) {
+  if (b.program == Program::Sm90Ws) return {1, b.cluster};  // row tiles share B
+  return {b.cluster, 1};                                     // column tiles share A
+}
+
 bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16; }
 bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp16_b; }
 
@@ -318,11 +338,11 @@ std::string render(const Build& b) {
     case Program::Sm90Ws:
       os << "#include \"sm90/sm90_svdq_ws.cuh\"\n"
          << "static_assert(svdq_k::Sm90WsConfig<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ", " << b.dq_wgs
-         << (b.fp16_b ? ", true" : "") << ">::kSmem == " << b.smem_bytes << ", \"registry smem_bytes differs from the kernel's\");\n"
+         << (b.fp16_b ? ", true" : "") << (b.cluster > 1 ? ", " + std::to_string(b.cluster) : "") << ">::kSmem == " << b.smem_bytes << ", \"registry smem_bytes differs from the kernel's\");\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
          << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
          << "  svdq_k::sm90_svdq_ws<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ", " << b.dq_wgs
-         << (b.fp16_b ? ", true" : "") << ">(p);\n}\n";
+         << (b.fp16_b ? ", true" : "") << (b.cluster > 1 ? ", " + std::to_string(b.cluster) : "") << ">(p);\n}\n";
       break;
     case Program::Sm90Swap:
       os << "#include \"sm90/sm90_svdq_swap.cuh\"\n"
@@ -338,12 +358,16 @@ std::string render(const Build& b) {
       break;
     case Program::Sm90SwapA16: {
       const char* b_regs = b.tile_bufs == 0 ? "true" : "false";
+      // Dequant-warp builds name two more template arguments; the others render as before (same content hash).
+      const std::string targs = std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + b_regs +
+                                (b.dq_warps > 0 ? ", " + std::to_string(b.dq_warps) + ", " + std::to_string(b.tile_bufs) : "") +
+                                (b.cluster > 1 ? ", " + std::to_string(b.cluster) : "");
       os << "#include \"sm90/sm90_svdq_swap_a16.cuh\"\n"
-         << "static_assert(svdq_k::Sm90SwapA16Config<" << b.bm << ", " << b.stages << ", " << b_regs << ">::kSmem == " << b.smem_bytes
+         << "static_assert(svdq_k::Sm90SwapA16Config<" << targs << ">::kSmem == " << b.smem_bytes
          << ", \"registry smem_bytes differs from the kernel's\");\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
          << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
-         << "  svdq_k::sm90_svdq_swap_a16<" << b.bm << ", " << b.stages << ", " << b_regs << ">(p);\n}\n";
+         << "  svdq_k::sm90_svdq_swap_a16<" << targs << ">(p);\n}\n";
       break;
     }
     case Program::LoraDown:

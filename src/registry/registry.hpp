@@ -30,11 +30,16 @@ struct Build {
   // Sm90Ws: stages = packed FP4 slots, tile_bufs = FP16/BF16 B tiles.
   // Sm90Swap (swap-AB): bm = activation rows per tile (the wgmma N), bn = 64, tile_bufs = FP16/BF16 tile pairs.
   // Sm90SwapA16 (swap-AB on FP16 A): bm, bn = 64, stages = slots of (FP16 A tile, packed B tile, scales),
-  // tile_bufs = 0: B dequantized into RS fragment registers, 2: into two FP16 B tiles (SS wgmma).
+  // tile_bufs = 0: B dequantized into RS fragment registers, 2: into two FP16 B tiles (SS wgmma); with dq_warps:
+  // the depth of the dequant warps' FP16 tile ring.
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
   int teams = 2, team_warps = 6;  // Sm90Swap: dequant teams (taking K tiles in turn) and warps per team
   int dq_wgs = 0;  // Sm90Ws: 0 = dequant warpgroup issues the loads, consumers share B; n >= 1 = n warpgroups of a
                    // producer warp and 4n - 1 warps dequantizing all of B
+  int dq_warps = 0;  // Sm90SwapA16: 0 = the consumer warpgroup dequantizes B; n = n warps writing FP16 B tiles for it
+  // CTAs per cluster sharing one operand by TMA multicast: Sm90SwapA16 (with dq_warps) along the grid's x (column
+  // tiles sharing A), Sm90Ws (fp16_b) along y (row tiles sharing B).
+  int cluster = 1;
   bool fp16_b = false;  // Sm90Ws (with dq_wgs = 1): B read as FP16 from a smxx_dequant_fp16 launch before the GEMM
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block
@@ -59,6 +64,11 @@ bool is_sm90a_program(Program p);
 // into scratch memory.
 bool needs_fp16_a(const Build& b);
 bool needs_fp16_b(const Build& b);
+// The build's cluster shape (x, y) over its grid of (column tiles, row tiles); see Build::cluster.
+struct ClusterShape {
+  int x = 1, y = 1;
+};
+ClusterShape cluster_shape(const Build& b);
 // Bytes of such an FP16 copy of `rows` x K.
 int64_t fp16_copy_bytes(int64_t rows, int64_t k);
 

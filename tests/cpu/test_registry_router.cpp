@@ -72,8 +72,15 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), B through shared memory.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
             "sm90_a16_bm72_s8_ss");
+  // More than one rank tile (r > 64): the 72-row tile with dequant warps (rank steps through its TMA tile ring).
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 96, true}).id,
+            "sm90_a16_bm72_s8_t4_dq4");
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 64, true}).id,
+            "sm90_a16_bm72_s8_ss");
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 32, false}).id,
             "sm90_a16_bm24_s12_ss");
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 128, false}).id,
+            "sm90_a16_bm24_s12_ss");  // no dequant-warp build of 24 rows
   // 44 rows: 2 x 48 = 96 tiles of 24 rows (one wave) before 48 of 72.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {44, 3072, 3072, 32, false}).id,
             "sm90_a16_bm24_s12_ss");
@@ -147,8 +154,22 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
       EXPECT_EQ(b.dq_wgs, 1);
       EXPECT_EQ(b.threads, 384);
     }
+    const reg::ClusterShape cl = reg::cluster_shape(b);
+    EXPECT_EQ(cl.x * cl.y, b.cluster);
+    if (b.cluster > 1) {  // multicast builds: a16 with dequant warps (column pairs), ws16 (row pairs)
+      EXPECT_EQ(b.cluster, 2);
+      EXPECT_TRUE((b.program == reg::Program::Sm90SwapA16 && b.dq_warps > 0 && cl.x == 2) ||
+                  (b.program == reg::Program::Sm90Ws && b.fp16_b && cl.y == 2));
+    }
     if (b.program == reg::Program::Sm90SwapA16) {
-      EXPECT_TRUE(b.tile_bufs == 0 || b.tile_bufs == 2);
+      if (b.dq_warps == 0) {
+        EXPECT_TRUE(b.tile_bufs == 0 || b.tile_bufs == 2);  // RS, or the consumer's two SS tiles
+      } else {
+        EXPECT_GE(b.tile_bufs, 2);  // the dequant warps' FP16 tile ring
+      }
+      EXPECT_EQ(b.threads, 160 + 32 * b.dq_warps);
+    } else {
+      EXPECT_EQ(b.dq_warps, 0);
     }
     a16 += reg::needs_fp16_a(b) ? 1 : 0;
     b16 += reg::needs_fp16_b(b) ? 1 : 0;
