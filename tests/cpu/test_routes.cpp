@@ -186,7 +186,9 @@ TEST(RouteTable, ShippedSm90aTableCoversTheSuiteWithRunnableBuilds) {
     EXPECT_LE(b.smem_bytes, dev.smem_optin) << r->build;
     EXPECT_GT(r->us, 0.0) << s.str();
     if (!r->runner_up.empty()) {
-      EXPECT_GE(r->runner_up_us, r->us) << s.str();
+      // The fastest build, or (svdq tune --update) the previous build kept within 2% of the fastest, which is then
+      // the runner-up.
+      EXPECT_GE(r->runner_up_us * (1.0 + rt::kKeepTolerance), r->us) << s.str();
     }
   }
   EXPECT_EQ(rt::shipped_route_table("sm_80"), nullptr);
