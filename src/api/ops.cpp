@@ -104,8 +104,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       wp.mm = p;
       const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
       const uint32_t bn = static_cast<uint32_t>(build.bn);
-      // Rows per TMA box: the tile's, or with clusters each CTA's share (a multiple of 8; see Sm90SwapA16Config).
-      const uint32_t bm = build.cluster > 1 ? static_cast<uint32_t>((build.bm / 2 + 7) / 8 * 8) : static_cast<uint32_t>(build.bm);
+      const uint32_t bm = static_cast<uint32_t>(registry::a16_rows_per_cta(build));  // rows per A / d TMA box
       jit::encode_tma_2d(&wp.tma_a, a16, 2, k, static_cast<uint64_t>(dm.m), k * 2, 64, bm, 128);
       jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, bn, 32);
       jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, bm, 128);

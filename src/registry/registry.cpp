@@ -118,7 +118,7 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
   b.dq_warps = dq_warps;
   b.cluster = cluster;
   b.threads = 160 + 32 * dq_warps;  // 1 consumer warpgroup, 1 producer warp (+ dequant warps)
-  const int64_t a_rows = cluster == 1 ? bm : cluster * ((bm / 2 + 7) / 8 * 8);  // each CTA loads a multiple of 8
+  const int64_t a_rows = int64_t(cluster) * a16_rows_per_cta(b);  // the A tile area of a slot
   const int64_t stage = (a_rows * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
   b.smem_bytes = stages * stage + b.tile_bufs * 64 * 128 + (2 * stages + (dq_warps > 0 ? 2 * tstages : 0)) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
@@ -291,6 +291,8 @@ bool is_gemm(const Build& b) {
 bool is_sm90a_program(Program p) {
   return p == Program::Sm90Wgmma || p == Program::Sm90Ws || p == Program::Sm90Swap || p == Program::Sm90SwapA16;
 }
+
+int a16_rows_per_cta(const Build& b) { return b.cluster > 1 ? (b.bm / 2 + 7) / 8 * 8 : b.bm; }
 
 ClusterShape cluster_shape(const Build& b) {
   if (b.program == Program::Sm90Ws) return {1, b.cluster};  // row tiles share B

@@ -69,6 +69,9 @@ struct ClusterShape {
   int x = 1, y = 1;
 };
 ClusterShape cluster_shape(const Build& b);
+// Sm90SwapA16: activation rows one CTA loads per A (or d) tile, its TMA box height: the tile's bm, or with clusters
+// of 2 a multiple-of-8 half (each half starts 1024-byte aligned); mirrors Sm90SwapA16Config::kAHalf.
+int a16_rows_per_cta(const Build& b);
 // Bytes of such an FP16 copy of `rows` x K.
 int64_t fp16_copy_bytes(int64_t rows, int64_t k);
 

@@ -161,6 +161,11 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
       EXPECT_TRUE((b.program == reg::Program::Sm90SwapA16 && b.dq_warps > 0 && cl.x == 2) ||
                   (b.program == reg::Program::Sm90Ws && b.fp16_b && cl.y == 2));
     }
+    if (b.program == reg::Program::Sm90SwapA16) {  // each CTA's rows cover its share and start 1024-byte aligned
+      const int rows = reg::a16_rows_per_cta(b);
+      EXPECT_GE(rows * b.cluster, b.bm);
+      EXPECT_TRUE(b.cluster == 1 ? rows == b.bm : rows % 8 == 0);
+    }
     if (b.program == reg::Program::Sm90SwapA16) {
       if (b.dq_warps == 0) {
         EXPECT_TRUE(b.tile_bufs == 0 || b.tile_bufs == 2);  // RS, or the consumer's two SS tiles
@@ -179,6 +184,8 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
   EXPECT_EQ(reg::build_by_id("smxx_dequant_fp16").program, reg::Program::DequantFp16);
   EXPECT_FALSE(reg::is_gemm(reg::build_by_id("smxx_dequant_fp16")));
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
+  EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
+  EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
   EXPECT_THROW(reg::fp16_copy_bytes(int64_t(1) << 40, int64_t(1) << 30), svdq::Error);
 }
 
