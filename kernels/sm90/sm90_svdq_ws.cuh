@@ -142,9 +142,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
   int sf_b_blocks = 0;                       // B scale blocks that exist (the buffer holds round_up(N, 128) rows)
   for (int h = 0; h < C::kSfBlocks; ++h) sf_b_blocks += ((i64)(sf_blk0 + h) * 128 < p.n) ? 1 : 0;
-  // Issues the loads of main K tile `it` into its packed slot (one thread).
   // A row tile past M (the grid rounded up to whole clusters): zeros for A (TMA fill), no scales, nothing stored.
   const bool m_ok = CLUSTER == 1 || m0 < p.m;
+  // Issues the loads of main K tile `it` into its packed slot (one thread).
   auto issue = [&](int it) {
     const int s = it % STAGES;
     const u32 slot = packed + s * C::kStage, bar = full_p + 8 * s;
