@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepares .carry/ (git-ignored) for a device-machine call: the binaries built here and an AOT package of every
-# build for sm_90a, so the H200 spends no time in NVRTC. Name `.carry` in the device call's `carry` list, then run
+# Prepares .carry/ (git-ignored) for a device-machine call: the binaries built here, an AOT package of every
+# build for sm_90a, so the H200 spends no time in NVRTC, and the bench/micro microbenchmarks built with nvcc. Name `.carry` in the device call's `carry` list, then run
 # e.g. `AOT=.carry/pkg90 bash scripts/device_hopper.sh .carry/bin tests tune`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,4 +8,9 @@ B=${1:-build/release}
 rm -rf .carry && mkdir -p .carry/bin
 cp "$B/svdq" "$B/svdq_gpu_tests" "$B/svdq_units" .carry/bin/
 "$B/svdq" aot --arch-list "9.0a" --out .carry/pkg90 > .carry/aot.log
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+mkdir -p .carry/micro
+for f in bench/micro/*.cu; do
+  "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels "$f" -o ".carry/micro/$(basename "$f" .cu)"
+done
 du -sh .carry

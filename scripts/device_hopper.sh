@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The device run behind the Hopper fast-path issue: tune the sm_90a route table, GPU tests, the tests under
 # compute-sanitizer, and the bench comparing the heuristic alone (A) with the tuned table (B).
-# Usage: scripts/device_hopper.sh [build_dir] [what...]   what: sass tune tests sanitizer bench (default: all but sass)
+# Usage: scripts/device_hopper.sh [build_dir] [what...]   what: sass tune tests sanitizer bench micro (default: tune
+# tests sanitizer bench); micro runs the bench/micro binaries that scripts/carry_for_device.sh built (MICRO, default
+# .carry/micro).
 # Environment: TABLE (route table written by tune, default $OUT/sm_90a.json), UPDATE (tune updates this table
 # instead of writing a fresh one), TUNE_SHAPES / SHAPES (shape lists for tune / bench; default the suite),
 # TESTS_FILTER / SANITIZER_FILTER (gtest filters), ROUTES_A / ROUTES_B (bench A/B tables, default none / TABLE),
@@ -36,6 +38,11 @@ for w in $WHAT; do
              ${SHAPES:+--shapes "$SHAPES"} --csv "$OUT/bench_ab.csv" \
              > "$OUT/bench_ab.log" 2> "$OUT/bench_ab.err" || status=1
            cat "$OUT/bench_ab.log"; tail -3 "$OUT/bench_ab.err" ;;
+    micro) for m in "${MICRO:-.carry/micro}"/*; do
+             [ -x "$m" ] || { echo "no microbenchmark binaries in ${MICRO:-.carry/micro}"; status=1; continue; }
+             "$m" > "$OUT/micro_$(basename "$m").txt" 2>&1 || status=1
+             cat "$OUT/micro_$(basename "$m").txt"
+           done ;;
   esac
 done
 echo "=== done status=$status"

@@ -102,4 +102,18 @@ inline std::string make_temp_dir(const std::string& tag) {
   return tmpl;
 }
 
+// The nvcc of the CUDA toolkit (SVDQ_NVCC from the build, CUDACXX, CUDA_HOME, /usr/local/cuda), or "" when none.
+inline std::string find_nvcc() {
+  std::vector<std::string> candidates;
+#ifdef SVDQ_NVCC
+  candidates.push_back(SVDQ_NVCC);
+#endif
+  if (const char* e = std::getenv("CUDACXX")) candidates.push_back(e);
+  if (const char* e = std::getenv("CUDA_HOME")) candidates.push_back(std::string(e) + "/bin/nvcc");
+  candidates.push_back("/usr/local/cuda/bin/nvcc");
+  for (const auto& c : candidates)
+    if (!c.empty() && std::filesystem::exists(c)) return c;
+  return "";
+}
+
 }  // namespace svdq_test

@@ -19,6 +19,7 @@
 #include "package/fatbin.hpp"
 #include "package/select.hpp"
 #include "svdq/error.hpp"
+#include "../test_util.hpp"
 
 namespace pkg = svdq::package;
 using Bytes = std::vector<uint8_t>;
@@ -536,25 +537,8 @@ TEST(CensusPath, DirectoryIsWalkedInSortedOrder) {
 
 // ---------------------------------------------------------------- fatbins and objects from nvcc
 
-namespace {
-
-std::string find_nvcc() {
-  std::vector<std::string> candidates;
-#ifdef SVDQ_NVCC
-  candidates.push_back(SVDQ_NVCC);
-#endif
-  if (const char* e = std::getenv("CUDACXX")) candidates.push_back(e);
-  if (const char* e = std::getenv("CUDA_HOME")) candidates.push_back(std::string(e) + "/bin/nvcc");
-  candidates.push_back("/usr/local/cuda/bin/nvcc");
-  for (const auto& c : candidates)
-    if (!c.empty() && std::filesystem::exists(c)) return c;
-  return "";
-}
-
-}  // namespace
-
 TEST(CensusNvcc, RealFatbinsAndHostObjects) {
-  const std::string nvcc = find_nvcc();
+  const std::string nvcc = svdq_test::find_nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (SVDQ_NVCC, CUDACXX, CUDA_HOME, /usr/local/cuda): the NVRTC and "
                                     "writer tests above still cover the census";
   TempDir d;
