@@ -19,11 +19,23 @@
 // theirs. A K tail (K % 64 == 32) and rank columns beyond r are k16 steps of exact zeros (TMA zero fill, B scales
 // masked to 0); A rows beyond M are TMA zero fill.
 //
-// DQW > 0 (with !B_REGS): DQW more warps (threads 160..) dequantize B into a TSTAGES-deep ring of FP16 tiles, every
-// warp a 1/DQW share of every tile (16 / DQW words of one row per thread), running ahead of the consumer, which
-// loads its RS fragments with ldmatrix (4 per K tile) and issues RS wgmmas: one warp per scheduler dequantizing and
+// DQW > 0 (with !B_REGS): DQW more warps (after the producers) dequantize B into a TSTAGES-deep ring of FP16
+// tiles, every warp a 1/DQW share of every tile (16 / DQW words of one row per thread; with TEAMS, a 1/(DQW/TEAMS)
+// share of its team's tiles), running ahead of the consumer, which loads its RS fragments with ldmatrix (4 per K
+// tile) and issues RS wgmmas: one warp per scheduler dequantizing and
 // issuing left most cycles idle on its own dependent chains, and SS wgmma on tiles written by other warps needs a
 // proxy fence per tile (MEMBAR + FENCE.VIEW.ASYNC: the dequant warps' top stall, measured on the H200).
+//
+// TEAMS > 1: the dequant warps form TEAMS teams taking the K tiles in turn (tile it: team it % TEAMS), so TEAMS
+// tiles are dequantized at once instead of one after another (each tile's chain: wait for the slot, shared-memory
+// loads, conversion, stores, arrival). With 4 producer warps and 4 teams of 2 warps, 129 x 3072 x 3072 takes 18.0
+// instead of 20.8 us on the H200; the K loop still takes ~0.24 us per 64-wide tile (the tensor cores need 0.08).
+//
+// PRODUCERS > 1: that many producer warps (threads 128..), warp p issuing the loads of the slots it with
+// it % PRODUCERS == p. One thread's TMA copies complete one after another: on the H200 a ring fed by one thread
+// fills at most one slot per ~450-650 cycles for slots of 2-24 KB whatever its depth (4, 8, 16 or 48 slots), and
+// four threads feeding four rings fill one per ~170 (bench/micro/tma_ingest.cu,
+// bench/results/2026-12-01_h200_tma_ingest.md); a 64-wide K tile of this program takes the tensor cores ~144.
 //
 // CLUSTER = 2 (with DQW): two CTAs of neighbouring output-column tiles (same activation rows) share the A (and d)
 // tiles: each loads half of the rows by TMA multicast into both, so the activations cross from L2 once per pair
@@ -37,10 +49,12 @@
 
 namespace svdq_k {
 
-template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1>
+template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
+          int TEAMS = 1>
 struct Sm90SwapA16Config {
   static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
-  static constexpr int kThreads = 160 + 32 * DQW;     // 1 consumer warpgroup + the producer warp (+ dequant warps)
+  static constexpr int kDq0 = 128 + 32 * PRODUCERS;   // first dequant thread
+  static constexpr int kThreads = kDq0 + 32 * DQW;    // 1 consumer warpgroup + the producer warps (+ dequant warps)
   // A rows each CTA of the cluster loads (a multiple of 8: every half starts 1024-byte aligned, as the swizzle wants).
   static constexpr int kAHalf = CLUSTER == 2 ? (BM / 2 + 7) / 8 * 8 : BM;
   static constexpr int kATile = CLUSTER * kAHalf * 128;  // FP16 A / BF16 d tile: >= BM rows x 64 K, 128-byte swizzle
@@ -53,18 +67,26 @@ struct Sm90SwapA16Config {
   static constexpr int kOffBars = kOffBTiles + kBTiles * kBTile;
   static constexpr int kBars = 2 * STAGES + (DQW > 0 ? 2 * TSTAGES : 0);  // (+ the FP16 tiles' full/empty pairs)
   static constexpr int kSmem = kOffBars + kBars * 8 + 1024;  // + slack for 1024-byte alignment
-  static constexpr int kWordsPerThread = DQW > 0 ? 16 / DQW : 8;  // of the tile's 64 rows x 8 words
+  static constexpr int kTeamWarps = DQW / TEAMS;                          // dequant warps writing one tile
+  static constexpr int kWordsPerThread = DQW > 0 ? 16 / kTeamWarps : 8;  // of the tile's 64 rows x 8 words
   static_assert(BM % 8 == 0 && BM >= 8 && BM <= 256, "sm90 swap-A16: BM must be a multiple of 8 in [8, 256]");
   static_assert(kATile % 1024 == 0, "sm90 swap-A16: 128-byte-swizzled tiles need 1024-byte alignment");
   static_assert(STAGES >= 3, "sm90 swap-A16: a slot is released one tile after its wgmmas were issued");
   static_assert(DQW == 0 || (!B_REGS && (DQW == 2 || DQW == 4 || DQW == 8) && TSTAGES >= 2),
                 "sm90 swap-A16: dequant warps (2, 4 or 8) write FP16 tiles for the consumer, at least two of them");
+  // Teams take the K tiles in turn, each on ring slots of its own (STAGES and TSTAGES multiples of TEAMS), so no
+  // warp ever waits on a barrier two phases ahead of it.
+  static_assert(TEAMS == 1 || (DQW % TEAMS == 0 && (kTeamWarps == 2 || kTeamWarps == 4) && STAGES % TEAMS == 0 &&
+                               TSTAGES % TEAMS == 0),
+                "sm90 swap-A16: dequant teams of 2 or 4 warps, STAGES and TSTAGES multiples of TEAMS");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && DQW > 0), "sm90 swap-A16: clusters of 2, with dequant warps");
+  static_assert(PRODUCERS >= 1 && PRODUCERS <= STAGES, "sm90 swap-A16: 1 to STAGES producer warps");
 };
 
-template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1>
+template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
+          int TEAMS = 1>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
@@ -84,7 +106,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     }
     if constexpr (DQW > 0) {
       for (int s = 0; s < TSTAGES; ++s) {
-        mbar_init(full_t + 8 * s, DQW);  // every dequant warp
+        mbar_init(full_t + 8 * s, C::kTeamWarps);  // every warp of the team that writes the tile
         mbar_init(empty_t + 8 * s, 4);   // every consumer warp
       }
     }
@@ -95,13 +117,15 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   // (programmatic dependent launch): everything else, the weights' first tiles included, starts while it runs.
 
   if constexpr (DQW > 0) {
-    if (tid >= 160) {  // dequant warps: words w0.. of B row drow of every main K tile
+    if (tid >= C::kDq0) {  // dequant warps: words w0.. of B row drow of every main K tile
       constexpr int kWords = C::kWordsPerThread;
-      const int dt = tid - 160, drow = dt / (8 / kWords), w0 = (dt % (8 / kWords)) * kWords;
+      const int team = (tid - C::kDq0) / (32 * C::kTeamWarps);  // tiles it % TEAMS == team
+      const int dt = (tid - C::kDq0) % (32 * C::kTeamWarps);  // thread in the team
+      const int drow = dt / (8 / kWords), w0 = (dt % (8 / kWords)) * kWords;
       const u32 d_ok = n0 + drow < p.n ? 0xFFFFFFFFu : 0u;
       const u32 d_pk = packed_word_addr(C::kOffPackB, drow, w0);  // (kWords == 8: the whole row, load_packed_row)
       const u32 d_sf = C::kOffSfB + scale_word_offset((int)(n0 & 127) + drow);
-      for (int it = 0; it < num_main; ++it) {
+      for (int it = team; it < num_main; it += TEAMS) {
         const int s = it % STAGES, ts = it % TSTAGES;
         const u32 slot = ring + s * C::kStage;
         const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
@@ -125,9 +149,10 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         if (lane == 0) mbar_arrive(full_t + 8 * ts);
       }
       // Rank tiles: l1 columns 64t.. (BF16, 128-byte swizzle, columns beyond r zero filled) by TMA into the same
-      // ring, so the consumer's rank steps read their fragments like the main tiles' (one arrival per warp: thread
-      // 160's arrive_expect_tx is its warp's).
+      // ring, so the consumer's rank steps read their fragments like the main tiles' (one arrival per warp: dequant
+      // thread 0's arrive_expect_tx is its warp's).
       for (int it = num_main; it < total; ++it) {
+        if (it % TEAMS != team) continue;
         const int ts = it % TSTAGES;
         const u32 tile = ring + C::kOffBTiles + ts * C::kBTile, bar = full_t + 8 * ts;
         mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
@@ -142,8 +167,9 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       return;
     }
   }
-  if (tid >= 128) {  // producer
-    if (tid == 128) {
+  if (tid >= 128) {  // producers
+    const int pw = (tid - 128) >> 5;  // producer warp: slots it % PRODUCERS == pw
+    if (lane == 0) {
       tma_prefetch_desc(&P.tma_a);
       tma_prefetch_desc(&P.tma_b);
       tma_prefetch_desc(&P.tma_d);
@@ -174,9 +200,9 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         if (n_ok) bulk_load(slot + C::kOffSfB, p.b_sf + ((n0 >> 7) * sf_ktiles + it) * 512, 512, bar);
       };
       const int early = num_main < STAGES ? num_main : STAGES;  // slots free at the start
-      for (int it = 0; it < early; ++it) load_b(it);
+      for (int it = pw; it < early; it += PRODUCERS) load_b(it);
       pdl_wait_prior_grid();
-      for (int it = 0; it < total; ++it) {
+      for (int it = pw; it < total; it += PRODUCERS) {
         if (it < num_main) {
           if (it >= early) load_b(it);
           load_a(&P.tma_a, 64 * it, it);

@@ -13,6 +13,12 @@
 //   B16 (with DQ_WGS = 1): B comes as FP16 (deq(B) x 2^-7, written by the smxx_dequant_fp16 launch before this one):
 //       the producer TMA-loads its tiles straight into the B ring (and l1 for the rank steps); the other three warps
 //       of the first warpgroup only give their registers away. Nothing dequantizes B in this kernel.
+//   ATILES > 0 (B16 only): warps 1-3 of the first warpgroup dequantize A into a ring of ATILES FP16 tiles (128 rows x
+//       64 K, the 128-byte swizzle) and the consumers load their RS fragments with ldmatrix (4 per K tile), as the
+//       swap-A16 program's dequant warps do for B: measured with ncu on the H200 (4096 x 3072 x 12288), the
+//       consumers building their own fragments kept the tensor pipe 76% busy, their dequantization instructions
+//       (math / dispatch / wait stalls) in the way of the wgmma issue. This form measured 5-8% slower: the three
+//       dequant warps, one tile at a time, are then the bottleneck (bench/results/2026-12-01_h200_tma_ingest.md).
 //   CLUSTER = 2 (B16 only): the two CTAs of neighbouring row tiles (same output columns) share the B tiles: each
 //       TMA-loads half of the rows and multicasts them into both, so the FP16 B copy crosses from L2 once per pair
 //       (every B tile is read by M / 128 CTAs: 7/8 of the kernel's L2 traffic). A B tile is refilled only when the
@@ -34,7 +40,7 @@
 
 namespace svdq_k {
 
-template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1>
+template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -51,8 +57,11 @@ struct Sm90WsConfig {
   static constexpr int kSfA = 512, kSfB = kSfBlocks * 512;
   static constexpr int kStage = kPackA + kPackB + kSfA + kSfB;
   static constexpr int kOffPacked = BSTAGES * kBTile;
-  static constexpr int kOffBars = kOffPacked + STAGES * kStage;
-  static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * BSTAGES) * 8 + 1024;  // + slack for 1024-byte alignment
+  static constexpr int kOffATiles = kOffPacked + STAGES * kStage;  // ATILES: FP16 A tiles, 128 rows x 64 K
+  static constexpr int kATile = 128 * 128;
+  static constexpr int kOffBars = kOffATiles + ATILES * kATile;
+  // + slack for 1024-byte alignment
+  static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES) * 8 + 1024;
   // DQ_WGS = 0: B rows 0..127 belong to the dequant warpgroup (one per thread), the rest (rows 128..BN-1) to the
   // 256 consumer threads, kCWords words (8 codes each) per thread.
   static constexpr int kCWords = kProducerWarp ? 0 : (BN - 128) * 8 / 256;
@@ -62,8 +71,12 @@ struct Sm90WsConfig {
   static constexpr int kRowStep = kDqWarps * 8, kRounds = (BN + kRowStep - 1) / kRowStep;
   // Arrivals completing a B tile: warps writing it (B16: the producer's arrive_expect_tx; the TMA bytes do the rest).
   static constexpr int kFullArrivals = B16 ? 1 : kProducerWarp ? kDqWarps : 4 + (kCWords > 0 ? 8 : 0);
-  static constexpr int kEmptyArrivals = B16 ? 8 : kDqWarps + 8;  // warps reading a packed slot: dequant + consumers
+  static constexpr int kAdqWarps = 3;  // ATILES: warps 1-3 dequantize A
+  // Warps reading a packed slot: the A dequant warps (ATILES), the consumers (B16), or dequant warps + consumers.
+  static constexpr int kEmptyArrivals = B16 ? (ATILES > 0 ? kAdqWarps : 8) : kDqWarps + 8;
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && B16 && BN % 16 == 0), "sm90 ws: clusters of 2, FP16-B form only");
+  static_assert(ATILES == 0 || (B16 && CLUSTER == 1 && ATILES >= 2 && kOffATiles % 1024 == 0),
+                "sm90 ws: A dequant warps (warps 1-3) in the single-CTA FP16-B form, at least two A tiles");
   // DQ_WGS = 0: loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most
   // BSTAGES, so with this distance the slot being refilled has always been released already.
   static constexpr int kLookahead = STAGES - BSTAGES;
@@ -99,9 +112,9 @@ SVDQ_DEV void wgmma_rs_part(float* acc, const u32* af, u32 b_part) {
   }
 }
 
-template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1>
+template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -110,6 +123,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   const u32 btiles = base, packed = base + C::kOffPacked, bars = base + C::kOffBars;
   // mbarriers: full_p/empty_p guard the packed slots, full_b/empty_b the FP16/BF16 B tiles.
   const u32 full_p = bars, empty_p = bars + 8 * STAGES, full_b = bars + 16 * STAGES, empty_b = full_b + 8 * BSTAGES;
+  const u32 full_a = empty_b + 8 * BSTAGES, empty_a = full_a + 8 * ATILES;  // ATILES: the FP16 A tiles
 
   const int tid = threadIdx.x, lane = tid & 31;
   const i64 n0 = (i64)blockIdx.x * BN, m0 = (i64)blockIdx.y * 128;
@@ -131,6 +145,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     for (int s = 0; s < BSTAGES; ++s) {
       mbar_init(full_b + 8 * s, C::kFullArrivals);
       mbar_init(empty_b + 8 * s, 8 * CLUSTER);      // every consumer warp (of every CTA the tile goes to)
+    }
+    for (int s = 0; s < ATILES; ++s) {
+      mbar_init(full_a + 8 * s, C::kAdqWarps);  // every A dequant warp
+      mbar_init(empty_a + 8 * s, 8);            // every consumer warp
     }
     mbar_init_fence();
   }
@@ -198,6 +216,45 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         }
       }
       if constexpr (CLUSTER > 1) cluster_arrive();  // the final cluster barrier (see the consumers' end)
+      return;
+    }
+    if constexpr (ATILES > 0) {  // warps 1-3: A into FP16 tiles, items of (row, half) = 4 words of one row
+      constexpr int kItems = 128 * 2, kPer = (kItems + 95) / 96;
+      const int dt = tid - 32;
+      for (int it = 0; it < num_main; ++it) {
+        const int s = it % STAGES, as = it % ATILES;
+        const u32 slot = packed + s * C::kStage;
+        const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
+        mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
+        u32 q[kPer][4], s2[kPer];
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          const int item = dt + 96 * i, row = item >> 1, h = item & 1;
+          if (item < kItems) {
+            ld_shared_16(packed_word_addr(slot, row, 4 * h), q[i][0], q[i][1], q[i][2], q[i][3]);
+            const u32 sw = (load_scale_word(slot + C::kPackA, row) & mask) >> (16 * h);  // groups 2h, 2h + 1
+            s2[i] = scale2_half2_x128(__byte_perm(sw, 0u, 0x4140u));
+          }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_p + 8 * s);
+        const u32 tile = base + C::kOffATiles + as * C::kATile;
+        mbar_wait(empty_a + 8 * as, ((it / ATILES) & 1) ^ 1);
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          const int item = dt + 96 * i, row = item >> 1, h = item & 1;
+          if (item < kItems) {
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+              u32 o[4];
+              dequant8_f16(q[i][w], w < 2 ? half2_lo_lo(s2[i]) : half2_hi_hi(s2[i]), o);
+              st_shared_16(tile + row * 128 + (((4 * h + w) ^ (row & 7)) << 4), o[0], o[1], o[2], o[3]);
+            }
+          }
+        }
+        __syncwarp();  // the warp's tile writes, before lane 0's arrival (release) publishes them to ldmatrix
+        if (lane == 0) mbar_arrive(full_a + 8 * as);
+      }
       return;
     }
     if constexpr (B16) {  // nothing to dequantize
@@ -406,12 +463,24 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     // Nothing else takes the consumers' time, so fragments are built a whole K tile at a time into two buffers
     // while the other tile's four k16 wgmmas run (double_buffered_k_loop; release_b frees a B tile).
     u32 fb[16];
+    // ATILES: ldmatrix.x4 rows of this lane (matrices: rows 0-7 / 8-15 of the warp's 16, K 0-7 / 8-15 of a k16 part).
+    const int lrow = (ct >> 7) * 64 + warp_in_wg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, lhalf = lane >> 4;
     auto build = [&](int it, u32* f) {
-      u32 swa, swb;
-      const u32 slot = acquire_packed(it, swa, swb);
-      rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty_p + 8 * (it % STAGES));  // the slot has been read
+      if constexpr (ATILES > 0) {
+        const int as = it % ATILES;
+        mbar_wait(full_a + 8 * as, (it / ATILES) & 1);
+        const u32 row = base + C::kOffATiles + as * C::kATile + lrow * 128;
+#pragma unroll
+        for (int part = 0; part < 4; ++part)
+          ldmatrix_x4(row + (((2 * part + lhalf) ^ (lrow & 7)) << 4), f[4 * part], f[4 * part + 1], f[4 * part + 2],
+                      f[4 * part + 3]);
+      } else {
+        u32 swa, swb;
+        const u32 slot = acquire_packed(it, swa, swb);
+        rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_p + 8 * (it % STAGES));  // the slot has been read
+      }
     };
     auto issue = [&](int it, const u32* f) {
       const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
@@ -420,6 +489,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 #pragma unroll
       for (int part = 0; part < 4; ++part) wgmma_rs_part<BN, kHalves, false>(acc, f + 4 * part, tile + part * 32);
       wgmma_commit();
+      if constexpr (ATILES > 0) {  // the fragments are in registers (the wgmmas read them): the A tile is free
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_a + 8 * (it % ATILES));
+      }
     };
     double_buffered_k_loop<BN>(num_main, acc, af, fb, build, issue, release_b);
   } else {

@@ -61,7 +61,7 @@ Build sm90(const std::string& id, int stages) {
 
 // Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
-              int cluster = 1) {
+              int cluster = 1, int a_tiles = 0) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -74,10 +74,12 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.dq_wgs = dq_wgs;
   b.fp16_b = fp16_b;
   b.cluster = cluster;
+  b.a_tiles = a_tiles;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t stage = 128 * 32 + (fp16_b ? 0 : int64_t(bn) * 32) + 512 + sf_blocks * 512;
-  b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + (2 * stages + 2 * bstages) * 8 + 1024;
+  b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + int64_t(a_tiles) * 128 * 128 +
+                 (2 * stages + 2 * bstages + 2 * a_tiles) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
 }
@@ -105,7 +107,7 @@ Build sm90_swap(const std::string& id, int bm, int stages, int tstages, int team
 
 // Mirrors Sm90SwapA16Config in kernels/sm90/sm90_svdq_swap_a16.cuh (the rendered unit static_asserts the size).
 Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int dq_warps = 0, int tstages = 2,
-                    int cluster = 1) {
+                    int cluster = 1, int producers = 1, int teams = 1) {
   Build b;
   b.id = id;
   b.program = Program::Sm90SwapA16;
@@ -117,7 +119,10 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
   b.tile_bufs = b_regs ? 0 : dq_warps > 0 ? tstages : 2;
   b.dq_warps = dq_warps;
   b.cluster = cluster;
-  b.threads = 160 + 32 * dq_warps;  // 1 consumer warpgroup, 1 producer warp (+ dequant warps)
+  b.producers = producers;
+  b.teams = teams;  // dequant teams taking the K tiles in turn
+  b.team_warps = dq_warps / teams;
+  b.threads = 128 + 32 * producers + 32 * dq_warps;  // 1 consumer warpgroup, the producer warps (+ dequant warps)
   const int64_t a_rows = int64_t(cluster) * a16_rows_per_cta(b);  // the A tile area of a slot
   const int64_t stage = (a_rows * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
   b.smem_bytes = stages * stage + b.tile_bufs * 64 * 128 + (2 * stages + (dq_warps > 0 ? 2 * tstages : 0)) * 8 + 1024;
@@ -172,6 +177,11 @@ std::vector<Build> make_builds() {
       sm90_swap_a16("sm90_a16_bm136_s8_t4_dq8", 136, 8, false, 8, 4),
       sm90_swap_a16("sm90_a16_bm72_s8_t4_dq8_c2", 72, 8, false, 8, 4, 2),
       sm90_ws("sm90_ws16_bn256_s8_b5_c2", 256, 8, 5, 1, true, 2),
+      sm90_swap_a16("sm90_a16_bm72_s12_t4_dq8_g2_p4", 72, 12, false, 8, 4, 1, 4, 2),
+      sm90_swap_a16("sm90_a16_bm72_s12_t8_dq8_g4_p4", 72, 12, false, 8, 8, 1, 4, 4),
+      sm90_swap_a16("sm90_a16_bm72_s8_t8_dq8_g4_p4", 72, 8, false, 8, 8, 1, 4, 4),
+      sm90_swap_a16("sm90_a16_bm136_s8_t8_dq8_g4_p4", 136, 8, false, 8, 8, 1, 4, 4),
+      sm90_ws("sm90_ws16_bn256_s8_b4_a3", 256, 8, 4, 1, true, 1, 3),
   };
 }
 
@@ -217,7 +227,10 @@ std::string Build::description() const {
     case Program::Sm90Ws:
       os << "sm_90a warp-specialized wgmma GEMM, tile " << bm << "x" << bn << "x64, TMA + mbarrier ring of " << stages
          << " packed slots, " << tile_bufs << " FP16 B tiles, ";
-      if (fp16_b) os << "B as FP16 from a launch before it (TMA into the B tiles), a producer warp + 2 RS-wgmma consumer warpgroups, "
+      if (fp16_b) os << "B as FP16 from a launch before it (TMA into the B tiles), "
+                     << "a producer warp"
+                     << (a_tiles > 0 ? " + 3 warps dequantizing A into " + std::to_string(a_tiles) + " FP16 tiles (ldmatrix fragments)" : "")
+                     << " + 2 RS-wgmma consumer warpgroups, "
                      << (cluster > 1 ? "clusters of " + std::to_string(cluster) + " row tiles sharing the B tiles (TMA multicast), " : "");
       else if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
       else os << "a producer warp + " << 4 * dq_wgs - 1 << " dequant warps + 2 RS-wgmma consumer warpgroups, ";
@@ -235,9 +248,11 @@ std::string Build::description() const {
       break;
     case Program::Sm90SwapA16:
       os << "sm_90a swap-AB wgmma GEMM for small M on FP16 A (dequantized by a launch before it), tile " << bm
-         << " rows x " << bn << " columns x 64, TMA + mbarrier ring of " << stages << " slots, a producer warp, 1 "
+         << " rows x " << bn << " columns x 64, TMA + mbarrier ring of " << stages << " slots, "
+         << (producers > 1 ? std::to_string(producers) + " producer warps taking the slots in turn" : "a producer warp") << ", 1 "
          << "consumer warpgroup ";
-      if (dq_warps > 0) os << "(RS wgmma on ldmatrix fragments) and " << dq_warps << " warps dequantizing B into a ring of " << tile_bufs << " FP16 tiles, ";
+      if (dq_warps > 0) os << "(RS wgmma on ldmatrix fragments) and " << dq_warps << " warps dequantizing B into a ring of " << tile_bufs << " FP16 tiles"
+                           << (teams > 1 ? " (" + std::to_string(teams) + " teams taking the K tiles in turn)" : "") << ", ";
       else os << "dequantizing B into " << (tile_bufs == 0 ? "RS fragments" : "2 FP16 tiles (SS wgmma)") << ", ";
       if (cluster > 1) os << "clusters of " << cluster << " CTAs sharing the A tiles (TMA multicast), ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
@@ -337,15 +352,22 @@ std::string render(const Build& b) {
          << "(const svdq_k::MmParams p) {\n"
          << "  svdq_k::sm90_svdq_wgmma<" << b.stages << ">(p);\n}\n";
       break;
-    case Program::Sm90Ws:
+    case Program::Sm90Ws: {
+      // Template arguments after DQ_WGS, each named only where it differs from its default (or a later one does),
+      // so builds from before an argument existed render as before (same content hash).
+      const bool more = b.cluster > 1 || b.a_tiles > 0;
+      const std::string ws_tail = std::string(b.fp16_b || more ? (b.fp16_b ? ", true" : ", false") : "") +
+                                  (more ? ", " + std::to_string(b.cluster) : "") +
+                                  (b.a_tiles > 0 ? ", " + std::to_string(b.a_tiles) : "");
       os << "#include \"sm90/sm90_svdq_ws.cuh\"\n"
          << "static_assert(svdq_k::Sm90WsConfig<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ", " << b.dq_wgs
-         << (b.fp16_b ? ", true" : "") << (b.cluster > 1 ? ", " + std::to_string(b.cluster) : "") << ">::kSmem == " << b.smem_bytes << ", \"registry smem_bytes differs from the kernel's\");\n"
+         << ws_tail << ">::kSmem == " << b.smem_bytes << ", \"registry smem_bytes differs from the kernel's\");\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
          << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
          << "  svdq_k::sm90_svdq_ws<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ", " << b.dq_wgs
-         << (b.fp16_b ? ", true" : "") << (b.cluster > 1 ? ", " + std::to_string(b.cluster) : "") << ">(p);\n}\n";
+         << ws_tail << ">(p);\n}\n";
       break;
+    }
     case Program::Sm90Swap:
       os << "#include \"sm90/sm90_svdq_swap.cuh\"\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
@@ -363,7 +385,9 @@ std::string render(const Build& b) {
       // Dequant-warp builds name two more template arguments; the others render as before (same content hash).
       const std::string targs = std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + b_regs +
                                 (b.dq_warps > 0 ? ", " + std::to_string(b.dq_warps) + ", " + std::to_string(b.tile_bufs) : "") +
-                                (b.cluster > 1 ? ", " + std::to_string(b.cluster) : "");
+                                (b.cluster > 1 || b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.cluster) : "") +
+                                (b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.producers) : "") +
+                                (b.teams > 1 ? ", " + std::to_string(b.teams) : "");
       os << "#include \"sm90/sm90_svdq_swap_a16.cuh\"\n"
          << "static_assert(svdq_k::Sm90SwapA16Config<" << targs << ">::kSmem == " << b.smem_bytes
          << ", \"registry smem_bytes differs from the kernel's\");\n"

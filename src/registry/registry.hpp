@@ -40,6 +40,12 @@ struct Build {
   // CTAs per cluster sharing one operand by TMA multicast: Sm90SwapA16 (with dq_warps) along the grid's x (column
   // tiles sharing A), Sm90Ws (fp16_b) along y (row tiles sharing B).
   int cluster = 1;
+  // Sm90SwapA16: warps issuing the TMA loads, taking the slots in turn (it % producers): one thread's copies
+  // complete one after another (bench/results/2026-12-01_h200_tma_ingest.md).
+  int producers = 1;
+  // Sm90Ws (fp16_b): 0 = the consumers dequantize A into RS fragments; n = warps 1-3 dequantize it into n FP16
+  // tiles that the consumers read with ldmatrix.
+  int a_tiles = 0;
   bool fp16_b = false;  // Sm90Ws (with dq_wgs = 1): B read as FP16 from a smxx_dequant_fp16 launch before the GEMM
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block

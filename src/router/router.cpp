@@ -18,17 +18,18 @@ namespace {
 // tensor work: a dependent chain of m64n72k16 runs at 36.6 cycles per step), and a second CTA per SM gained little
 // (40-row tiles, 192 CTAs, were slower than 72-row ones, 96 CTAs). Cost: waves of CTAs x that per-tile time; B goes
 // through shared memory (SS) while the CTAs fit one wave and into RS fragments otherwise (129 x 12288: 384 CTAs,
-// RS 45.8 vs SS 56.4 us; 129 x 3072: 96 CTAs, SS 20.9 vs RS 21.4). With more than one rank tile (r > 64) the
-// 72-row build with dequant warps, whose rank steps read l1 by TMA through its tile ring, measured 5-9% faster in
-// one wave (129 x 3072 x 3072 r96 / r128: 20.7-21.0 vs 21.7-23.1 us, bench/results/2026-12-01_h200_dq_warps_clusters.md).
+// RS 45.8 vs SS 56.4 us; 129 x 3072: 96 CTAs, SS 20.9 vs RS 21.4). In one wave of 72-row tiles the build with
+// four teams of dequant warps taking the K tiles in turn and four producer warps is faster at every rank measured
+// (129 x 3072 x 3072 r32 / r128: 17.8 / 18.3-18.4 vs SS 20.8 / 23.6 us; 129 x 3072 x 12288 r32: 52.0-52.3 vs 61.5-62.1,
+// bench/results/2026-12-01_h200_tma_ingest.md).
 const registry::Build& small_m_build(int sm_count, const MmShape& s) {
   struct Tile {
     int bm;
     double us_per_ktile;
-    const char *ss, *rs, *dq;  // dq: the dequant-warp build for r > 64 in one wave (nullptr: none measured faster)
+    const char *ss, *rs, *dq;  // dq: the dequant-team build for one wave (nullptr: none measured faster)
   };
   static const Tile kTiles[] = {{24, 0.29, "sm90_a16_bm24_s12_ss", "sm90_a16_bm24_s12_rs", nullptr},
-                                {72, 0.33, "sm90_a16_bm72_s8_ss", "sm90_a16_bm72_s8_rs", "sm90_a16_bm72_s8_t4_dq4"},
+                                {72, 0.33, "sm90_a16_bm72_s8_ss", "sm90_a16_bm72_s8_rs", "sm90_a16_bm72_s8_t8_dq8_g4_p4"},
                                 {136, 0.48, "sm90_a16_bm136_s6_ss", "sm90_a16_bm136_s6_rs", nullptr}};
   const Tile* best = nullptr;
   int64_t best_ctas = 0;
@@ -43,7 +44,7 @@ const registry::Build& small_m_build(int sm_count, const MmShape& s) {
     }
   }
   if (best_ctas > sm_count) return registry::build_by_id(best->rs);
-  return registry::build_by_id(best->dq && s.rank > 64 ? best->dq : best->ss);
+  return registry::build_by_id(best->dq ? best->dq : best->ss);
 }
 
 }  // namespace

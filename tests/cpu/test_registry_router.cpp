@@ -69,14 +69,12 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
             "sm90_ws16_bn256_s8_b5");
-  // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), B through shared memory.
-  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
-            "sm90_a16_bm72_s8_ss");
-  // More than one rank tile (r > 64): the 72-row tile with dequant warps (rank steps through its TMA tile ring).
-  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 96, true}).id,
-            "sm90_a16_bm72_s8_t4_dq4");
-  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 64, true}).id,
-            "sm90_a16_bm72_s8_ss");
+  // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), at every rank the build
+  // with dequant teams taking K tiles in turn.
+  for (int r : {32, 64, 96, 128})
+    EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, r, true}).id,
+              "sm90_a16_bm72_s8_t8_dq8_g4_p4")
+        << r;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 32, false}).id,
             "sm90_a16_bm24_s12_ss");
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 128, false}).id,
@@ -172,9 +170,25 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
       } else {
         EXPECT_GE(b.tile_bufs, 2);  // the dequant warps' FP16 tile ring
       }
-      EXPECT_EQ(b.threads, 160 + 32 * b.dq_warps);
+      EXPECT_EQ(b.threads, 128 + 32 * b.producers + 32 * b.dq_warps);
+      EXPECT_TRUE(b.producers >= 1 && b.producers <= b.stages);
+      EXPECT_GE(b.teams, 1);  // dequant teams taking tiles in turn: each on ring slots of its own
+      if (b.teams > 1) {
+        EXPECT_EQ(b.dq_warps % b.teams, 0);
+        EXPECT_EQ(b.stages % b.teams, 0);
+        EXPECT_EQ(b.tile_bufs % b.teams, 0);
+        EXPECT_EQ(b.team_warps * b.teams, b.dq_warps);
+      }
     } else {
       EXPECT_EQ(b.dq_warps, 0);
+    }
+    // More producer warps (swap-A16 only); A dequant warps (warps 1-3 of the ws FP16-B layout, single CTA).
+    if (b.program != reg::Program::Sm90SwapA16) {
+      EXPECT_EQ(b.producers, 1);
+    }
+    if (b.a_tiles > 0) {
+      EXPECT_EQ(b.program, reg::Program::Sm90Ws);
+      EXPECT_TRUE(b.fp16_b && b.cluster == 1 && b.a_tiles >= 2);
     }
     a16 += reg::needs_fp16_a(b) ? 1 : 0;
     b16 += reg::needs_fp16_b(b) ? 1 : 0;
