@@ -17,8 +17,11 @@
 //       64 K, the 128-byte swizzle) and the consumers load their RS fragments with ldmatrix (4 per K tile), as the
 //       swap-A16 program's dequant warps do for B: measured with ncu on the H200 (4096 x 3072 x 12288), the
 //       consumers building their own fragments kept the tensor pipe 76% busy, their dequantization instructions
-//       (math / dispatch / wait stalls) in the way of the wgmma issue. This form measured 5-8% slower: the three
-//       dequant warps, one tile at a time, are then the bottleneck (bench/results/2026-12-01_h200_tma_ingest.md).
+//       (math / dispatch / wait stalls) in the way of the wgmma issue. With one team of 3 warps (DQ_WGS = 1) this
+//       form measured 5-8% slower (the team, one tile at a time, is the bottleneck); with DQ_WGS = 2 (512 threads,
+//       B16 + ATILES only) two teams of 3 warps (warps 1-3 and 4-6) take the K tiles in turn, each on A tiles and
+//       packed slots of its own: within 1% of the consumers dequantizing, tensor pipe 77% busy, everyone waiting on
+//       the two A tiles the shared memory leaves room for (bench/results/2026-12-01_h200_tma_ingest.md).
 //   CLUSTER = 2 (B16 only): the two CTAs of neighbouring row tiles (same output columns) share the B tiles: each
 //       TMA-loads half of the rows and multicasts them into both, so the FP16 B copy crosses from L2 once per pair
 //       (every B tile is read by M / 128 CTAs: 7/8 of the kernel's L2 traffic). A B tile is refilled only when the
@@ -71,12 +74,17 @@ struct Sm90WsConfig {
   static constexpr int kRowStep = kDqWarps * 8, kRounds = (BN + kRowStep - 1) / kRowStep;
   // Arrivals completing a B tile: warps writing it (B16: the producer's arrive_expect_tx; the TMA bytes do the rest).
   static constexpr int kFullArrivals = B16 ? 1 : kProducerWarp ? kDqWarps : 4 + (kCWords > 0 ? 8 : 0);
-  static constexpr int kAdqWarps = 3;  // ATILES: warps 1-3 dequantize A
+  // ATILES: DQ_WGS teams of 3 warps (warps 1-3, 4-6) dequantize A, team t taking the K tiles it % DQ_WGS == t.
+  static constexpr int kAdqWarps = 3, kATeams = DQ_WGS;
   // Warps reading a packed slot: the A dequant warps (ATILES), the consumers (B16), or dequant warps + consumers.
   static constexpr int kEmptyArrivals = B16 ? (ATILES > 0 ? kAdqWarps : 8) : kDqWarps + 8;
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && B16 && BN % 16 == 0), "sm90 ws: clusters of 2, FP16-B form only");
   static_assert(ATILES == 0 || (B16 && CLUSTER == 1 && ATILES >= 2 && kOffATiles % 1024 == 0),
                 "sm90 ws: A dequant warps (warps 1-3) in the single-CTA FP16-B form, at least two A tiles");
+  // Each team on ring slots of its own (STAGES and ATILES multiples of the team count), so no warp ever waits on a
+  // barrier two phases ahead of it.
+  static_assert(ATILES == 0 || (STAGES % kATeams == 0 && ATILES % kATeams == 0),
+                "sm90 ws: STAGES and ATILES multiples of the A dequant teams (DQ_WGS)");
   // DQ_WGS = 0: loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most
   // BSTAGES, so with this distance the slot being refilled has always been released already.
   static constexpr int kLookahead = STAGES - BSTAGES;
@@ -93,7 +101,8 @@ struct Sm90WsConfig {
   static_assert(kThreads == 384 || BN != 192, "sm90 ws: BN = 192 needs m64n96k16 halves above 384 threads");
   static_assert(kCWords == 0 || kCWords == 2 || kCWords == 4, "sm90 ws: consumer share of B");
   static_assert(kStage % 256 == 0, "sm90 ws: 32-byte-swizzled TMA boxes need 256-byte aligned slots");
-  static_assert(!B16 || DQ_WGS == 1, "sm90 ws: FP16 B is loaded by the producer warp of the DQ_WGS = 1 layout");
+  static_assert(!B16 || DQ_WGS == 1 || (DQ_WGS == 2 && ATILES > 0),
+                "sm90 ws: FP16 B is loaded by the producer warp of the DQ_WGS = 1 layout (2: two A dequant teams)");
   static_assert(kLookahead >= 1 && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2");
 };
 
@@ -220,8 +229,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     }
     if constexpr (ATILES > 0) {  // warps 1-3: A into FP16 tiles, items of (row, half) = 4 words of one row
       constexpr int kItems = 128 * 2, kPer = (kItems + 95) / 96;
-      const int dt = tid - 32;
-      for (int it = 0; it < num_main; ++it) {
+      const int team = (tid - 32) / 96, dt = (tid - 32) % 96;
+      if (team >= C::kATeams) return;  // (DQ_WGS = 2: warp 7 has nothing to do)
+      for (int it = team; it < num_main; it += C::kATeams) {
         const int s = it % STAGES, as = it % ATILES;
         const u32 slot = packed + s * C::kStage;
         const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;

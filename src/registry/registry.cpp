@@ -181,7 +181,7 @@ std::vector<Build> make_builds() {
       sm90_swap_a16("sm90_a16_bm72_s12_t8_dq8_g4_p4", 72, 12, false, 8, 8, 1, 4, 4),
       sm90_swap_a16("sm90_a16_bm72_s8_t8_dq8_g4_p4", 72, 8, false, 8, 8, 1, 4, 4),
       sm90_swap_a16("sm90_a16_bm136_s8_t8_dq8_g4_p4", 136, 8, false, 8, 8, 1, 4, 4),
-      sm90_ws("sm90_ws16_bn256_s8_b4_a3", 256, 8, 4, 1, true, 1, 3),
+      sm90_ws("sm90_ws16_bn256_s8_b4_a2_d2", 256, 8, 4, 2, true, 1, 2),
   };
 }
 
@@ -229,7 +229,8 @@ std::string Build::description() const {
          << " packed slots, " << tile_bufs << " FP16 B tiles, ";
       if (fp16_b) os << "B as FP16 from a launch before it (TMA into the B tiles), "
                      << "a producer warp"
-                     << (a_tiles > 0 ? " + 3 warps dequantizing A into " + std::to_string(a_tiles) + " FP16 tiles (ldmatrix fragments)" : "")
+                     << (a_tiles > 0 ? " + " + std::to_string(dq_wgs) + " team(s) of 3 warps dequantizing A into " + std::to_string(a_tiles) +
+                                           " FP16 tiles (ldmatrix fragments)" : "")
                      << " + 2 RS-wgmma consumer warpgroups, "
                      << (cluster > 1 ? "clusters of " + std::to_string(cluster) + " row tiles sharing the B tiles (TMA multicast), " : "");
       else if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
