@@ -385,7 +385,9 @@ std::string render(const Build& b) {
       const char* b_regs = b.tile_bufs == 0 ? "true" : "false";
       // Dequant-warp builds name two more template arguments; the others render as before (same content hash).
       const std::string targs = std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + b_regs +
-                                (b.dq_warps > 0 ? ", " + std::to_string(b.dq_warps) + ", " + std::to_string(b.tile_bufs) : "") +
+                                (b.dq_warps > 0 || b.cluster > 1 || b.producers > 1 || b.teams > 1
+                                     ? ", " + std::to_string(b.dq_warps) + ", " + std::to_string(b.dq_warps > 0 ? b.tile_bufs : 2)
+                                     : "") +
                                 (b.cluster > 1 || b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.cluster) : "") +
                                 (b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.producers) : "") +
                                 (b.teams > 1 ? ", " + std::to_string(b.teams) : "");

@@ -203,6 +203,23 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
   EXPECT_THROW(reg::fp16_copy_bytes(int64_t(1) << 40, int64_t(1) << 30), svdq::Error);
 }
 
+// Swap-A16 template arguments after B_REGS are named only up to the last non-default one, so earlier builds keep
+// their bytes (and content hash); a later one forces the earlier ones out, with DQW = 0 rendering TSTAGES 2.
+TEST(Registry, SwapA16TemplateArgumentsRenderInOrder) {
+  auto targs = [](const reg::Build& b) {
+    const std::string r = reg::render(b), key = "svdq_k::sm90_svdq_swap_a16<";
+    const auto p = r.find(key), q = r.find(">(p)", p);
+    return p == std::string::npos || q == std::string::npos ? std::string("?") : r.substr(p + key.size(), q - p - key.size());
+  };
+  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_ss")), "72, 8, false");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_t4_dq4")), "72, 8, false, 4, 4");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), "72, 8, false, 8, 4, 2");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_t8_dq8_g4_p4")), "72, 8, false, 8, 8, 1, 4, 4");
+  reg::Build rs_p4 = reg::build_by_id("sm90_a16_bm72_s8_rs");  // RS fragments, more producer warps
+  rs_p4.producers = 4;
+  EXPECT_EQ(targs(rs_p4), "72, 8, true, 0, 2, 1, 4");
+}
+
 TEST(Registry, GatedBuildsRunOnTheirArchOnly) {
   const auto& hopper = reg::build_by_id("sm90_wgmma_bm128_s4");
   EXPECT_TRUE(reg::runs_on_cc(hopper, 90));
