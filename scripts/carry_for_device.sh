@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares .carry/ (git-ignored) for a device-machine call: the binaries built here, an AOT package of every
-# build for sm_90a, so the H200 spends no time in NVRTC, and the bench/micro microbenchmarks built with nvcc. Name `.carry` in the device call's `carry` list, then run
+# build for sm_90a, so the H200 spends no time in NVRTC, and the bench/micro microbenchmarks built with nvcc.
+# Name `.carry` in the device call's `carry` list, then run
 # e.g. `AOT=.carry/pkg90 bash scripts/device_hopper.sh .carry/bin tests tune`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
