@@ -46,8 +46,9 @@ for n in NS:
         w(f'  asm volatile("wgmma.wait_group.sync.aligned {pending};\\n" : {acc_constraints(nacc)} :: "memory");')
         w("}")
     w("")
-# SS forms (both operands K-major in shared memory) for the swap-AB program's tile widths.
-SS_NS = (24, 40, 72, 136)
+# SS forms (both operands K-major in shared memory) for the swap-AB program's tile widths and the
+# warp-specialized program's FP16-A form (BN = 256).
+SS_NS = (24, 40, 72, 136, 256)
 for n in SS_NS:
     nacc = n // 2
     for ty in ("f16", "bf16"):

@@ -27,6 +27,11 @@
 //       (every B tile is read by M / 128 CTAs: 7/8 of the kernel's L2 traffic). A B tile is refilled only when the
 //       consumers of both CTAs have released it (each arrives on both). Measured on the H200: no faster than
 //       CLUSTER = 1 (bench/results/2026-12-01_h200_dq_warps_clusters.md).
+//   A16 (B16, DQ_WGS = 1, BN = 256): A comes as FP16 as well (the same smxx_dequant_fp16 launch, on A): warp 1's
+//       lane 0 TMA-loads the 128 x 64 FP16 A tiles into the slots (16 KB each, the 128-byte swizzle), warp 0's the
+//       B tiles, and the consumers only issue SS wgmma (both operands from shared memory, as a BF16 GEMM would):
+//       nothing is dequantized in this kernel. It trades the consumers' dequantization (the tensor pipe ~76% busy
+//       with RS fragments) for a second copy launch, M x K x 2 more bytes written and read.
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
 //       shared-memory round trip), one k16 part at a time, each part issued as wgmma.m64nBNk16 (FP32 accumulators)
 //       as soon as it is built. Rank steps load d fragments from global memory into the same registers and run BF16
@@ -43,7 +48,8 @@
 
 namespace svdq_k {
 
-template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0>
+template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
+          bool A16 = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -54,10 +60,11 @@ struct Sm90WsConfig {
   static constexpr int kThreads = kC0 + 256;
   static constexpr int kDq0 = kProducerWarp ? 32 : 0, kDqWarps = (kC0 - kDq0) / 32;  // the dequant warps
   static constexpr int kBTile = BN * 128;                    // FP16/BF16 B tile: BN rows x 64 K
-  static constexpr int kPackA = kBM * 32, kPackB = B16 ? 0 : BN * 32;  // packed codes per K tile of 64
+  // Packed codes per K tile of 64 (A16: A's FP16 tile, 128 rows x 128 bytes).
+  static constexpr int kPackA = A16 ? kBM * 128 : kBM * 32, kPackB = B16 ? 0 : BN * 32;
   // 128-row scale blocks a tile touches (tiles start at multiples of BN, so a 192-row tile starts at 0 or 64 mod 128).
   static constexpr int kSfBlocks = B16 ? 0 : BN == 192 ? 2 : BN / 128;
-  static constexpr int kSfA = 512, kSfB = kSfBlocks * 512;
+  static constexpr int kSfA = A16 ? 0 : 512, kSfB = kSfBlocks * 512;
   static constexpr int kStage = kPackA + kPackB + kSfA + kSfB;
   static constexpr int kOffPacked = BSTAGES * kBTile;
   static constexpr int kOffATiles = kOffPacked + STAGES * kStage;  // ATILES: FP16 A tiles, 128 rows x 64 K
@@ -103,7 +110,9 @@ struct Sm90WsConfig {
   static_assert(kStage % 256 == 0, "sm90 ws: 32-byte-swizzled TMA boxes need 256-byte aligned slots");
   static_assert(!B16 || DQ_WGS == 1 || (DQ_WGS == 2 && ATILES > 0),
                 "sm90 ws: FP16 B is loaded by the producer warp of the DQ_WGS = 1 layout (2: two A dequant teams)");
-  static_assert(kLookahead >= 1 && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2");
+  static_assert((DQ_WGS > 0 || kLookahead >= 1) && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2 (DQ_WGS = 0)");
+  static_assert(!A16 || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0 && BN == 256),
+                "sm90 ws: FP16 A (SS wgmma) in the single-CTA FP16-B layout with one producer warpgroup, BN = 256");
 };
 
 // One k16 part of the tile, D[64 x N] += A-fragment x B-tile part, as m64nNk16 or as two m64n(N/2)k16 on the two
@@ -121,9 +130,10 @@ SVDQ_DEV void wgmma_rs_part(float* acc, const u32* af, u32 b_part) {
   }
 }
 
-template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0>
+template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
+          bool A16 = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -177,9 +187,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     const u32 slot = packed + s * C::kStage, bar = full_p + 8 * s;
     mbar_wait(empty_p + 8 * s, ((it / STAGES) & 1) ^ 1);
     mbar_arrive_expect_tx(bar, C::kPackA + C::kPackB + (m_ok ? C::kSfA : 0) + 512 * sf_b_blocks);
-    tma_load_2d(slot, &P.tma_a, it * 32, (int)m0, bar);
+    tma_load_2d(slot, &P.tma_a, it * (A16 ? 64 : 32), (int)m0, bar);  // (A16: FP16 elements, else code bytes)
     if constexpr (!B16) tma_load_2d(slot + C::kPackA, &P.tma_b, it * 32, (int)n0, bar);
-    if (m_ok) bulk_load(slot + C::kPackA + C::kPackB, p.a_sf + ((m0 >> 7) * sf_ktiles + it) * 512, 512, bar);
+    if (m_ok && !A16) bulk_load(slot + C::kPackA + C::kPackB, p.a_sf + ((m0 >> 7) * sf_ktiles + it) * 512, 512, bar);
     for (int h = 0; h < sf_b_blocks; ++h)
       bulk_load(slot + C::kPackA + C::kPackB + C::kSfA + 512 * h, p.b_sf + ((sf_blk0 + h) * sf_ktiles + it) * 512,
                 512, bar);
@@ -209,6 +219,18 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 
   if (tid < C::kC0) {
     setmaxnreg_dec<C::kDequantRegs>();
+    if constexpr (A16) {  // both operands are copies the launches before this one write: wait, then load them
+      if (tid == 0 || tid == 32) {
+        prefetch_descs();
+        pdl_wait_prior_grid();
+        if (tid == 32) {
+          for (int it = 0; it < num_main; ++it) issue(it);  // the A tiles (warp 1)
+        } else {
+          for (int it = 0; it < total; ++it) issue_b16(it);  // the B tiles and l1 (warp 0)
+        }
+      }
+      return;
+    }
     if (C::kProducerWarp && tid < 32) {  // the producer: every main tile's loads as soon as its slot is free
       if (tid == 0) {
         prefetch_descs();
@@ -469,7 +491,28 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (it - 1 >= num_main) release_b(it - 1);
   };
 
-  if constexpr (B16) {
+  if constexpr (A16) {
+    // SS wgmma on the slot's FP16 A rows of this warpgroup and the B tile; wait<1> after each commit retires the
+    // previous tile's group (the other warpgroup's groups keep the tensor cores busy meanwhile), whose slot and B
+    // tile are then released.
+    const u32 a_rows = (u32)(ct >> 7) * 64 * 128;  // this warpgroup's 64 rows (8 swizzle atoms) of the A tile
+    for (int it = 0; it < num_main; ++it) {
+      const int s = it % STAGES, bs = it % BSTAGES;
+      mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
+      mbar_wait(full_b + 8 * bs, (it / BSTAGES) & 1);
+      const u64 ad = wgmma_desc_sw128(packed + s * C::kStage + a_rows), bd = wgmma_desc_sw128(btiles + bs * C::kBTile);
+      wgmma_fence();
+#pragma unroll
+      for (int part = 0; part < 4; ++part) wgmma_ss_f16<BN>(acc, ad + 2 * part, bd + 2 * part);
+      wgmma_commit();
+      wgmma_wait_acc<BN, 1>(acc);
+      if (it >= 1) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_p + 8 * ((it - 1) % STAGES));
+        release_b(it - 1);
+      }
+    }
+  } else if constexpr (B16) {
     // Nothing else takes the consumers' time, so fragments are built a whole K tile at a time into two buffers
     // while the other tile's four k16 wgmmas run (double_buffered_k_loop; release_b frees a B tile).
     u32 fb[16];

@@ -1,5 +1,6 @@
 // Public entry points: validate -> route -> get kernel (compiled/cached) -> launch.
 #include <atomic>
+#include <vector>
 
 #include "api/validate.hpp"
 #include "common/checked.hpp"
@@ -37,41 +38,55 @@ const T* cptr(const TensorView& t) { return static_cast<const T*>(t.data); }
 template <typename T>
 T* mptr(const TensorView& t) { return static_cast<T*>(t.data); }
 
-// For the GEMM builds that read one operand as FP16: takes rows x K x 2 bytes of stream-ordered scratch, gets the
-// GEMM's parameters from `params(scratch)` (tensor maps encoded before anything is launched), launches
-// smxx_dequant_fp16 (deq(src) x 2^-7 into the scratch) and the GEMM, and queues the scratch's release behind them,
-// also when something throws.
+// An operand the GEMM reads as FP16: its codes, scales, rows and argument name.
+struct Fp16Operand {
+  const void* codes;
+  const void* sf;
+  int64_t rows;
+  const char* arg;
+};
+
+// For the GEMM builds that read operands as FP16: takes rows x K x 2 bytes of stream-ordered scratch per operand,
+// gets the GEMM's parameters from `params(copies)` (tensor maps encoded before anything is launched), launches
+// smxx_dequant_fp16 (deq(x) x 2^-7 into the scratch) once per operand, in order, then the GEMM, and queues the
+// scratch's release behind them, also when something throws.
 template <typename Params>
-void with_fp16_copy(const jit::DeviceTarget& dev, Stream stream, const void* src, const void* src_sf, int64_t rows,
-                    int64_t k, const char* arg, const registry::Build& build, unsigned gx, unsigned gy,
-                    Params&& params) {
+void with_fp16_copies(const jit::DeviceTarget& dev, Stream stream, const std::vector<Fp16Operand>& ops, int64_t k,
+                      const registry::Build& build, unsigned gx, unsigned gy, Params&& params) {
   const registry::Build& dq = router::select_dequant_fp16(dev);
-  const int64_t blocks = checked::ceil_div(checked::mul(rows, k / 8, "FP16 copy words"), dq.threads, "dequant grid");
-  if (blocks > 0x7FFFFFFF)
-    throw Error(ErrorCode::InvalidArgument, std::string("mm_nvfp4_svdquant: argument '") + arg + "' is too large for one launch");
+  std::vector<int64_t> blocks;
+  for (const Fp16Operand& o : ops) {
+    blocks.push_back(checked::ceil_div(checked::mul(o.rows, k / 8, "FP16 copy words"), dq.threads, "dequant grid"));
+    if (blocks.back() > 0x7FFFFFFF)
+      throw Error(ErrorCode::InvalidArgument, std::string("mm_nvfp4_svdquant: argument '") + o.arg + "' is too large for one launch");
+  }
   jit::get_kernel(dq, dev);  // both modules loaded (or their errors thrown) before anything is allocated or launched
   jit::get_kernel(build, dev);
-  // The GEMM by programmatic dependent launch (unless SVDQ_PDL=0): its CTAs start while the copy is written and
-  // load the other operand's first tiles; only its producer waits for the copy (griddepcontrol.wait).
+  // The GEMM by programmatic dependent launch (unless SVDQ_PDL=0): its CTAs start while the last copy is written;
+  // its producers wait for it (griddepcontrol.wait); an earlier copy's launch completed before the last one began.
   const bool pdl = env::get_bool("SVDQ_PDL", true);
   const CUstream cs = reinterpret_cast<CUstream>(stream);
-  void* copy = jit::scratch_alloc(static_cast<uint64_t>(registry::fp16_copy_bytes(rows, k)), dev.ordinal, cs,
-                                  std::string("the FP16 copy of ") + arg + " (" + build.id + ")");
+  std::vector<void*> copies;
   try {
-    svdq_k::DequantParams q{};
-    q.a = static_cast<const svdq_k::u8*>(src);
-    q.a_sf = static_cast<const svdq_k::u8*>(src_sf);
-    q.out = static_cast<svdq_k::u16*>(copy);
-    q.m = rows;
-    q.k = k;
-    svdq_k::Sm90WsParams wp = params(copy);
-    launch(dq, dev, static_cast<unsigned>(blocks), 1, stream, &q);
+    for (const Fp16Operand& o : ops)
+      copies.push_back(jit::scratch_alloc(static_cast<uint64_t>(registry::fp16_copy_bytes(o.rows, k)), dev.ordinal, cs,
+                                          std::string("the FP16 copy of ") + o.arg + " (" + build.id + ")"));
+    svdq_k::Sm90WsParams wp = params(copies.data());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      svdq_k::DequantParams q{};
+      q.a = static_cast<const svdq_k::u8*>(ops[i].codes);
+      q.a_sf = static_cast<const svdq_k::u8*>(ops[i].sf);
+      q.out = static_cast<svdq_k::u16*>(copies[i]);
+      q.m = ops[i].rows;
+      q.k = k;
+      launch(dq, dev, static_cast<unsigned>(blocks[i]), 1, stream, &q);
+    }
     launch(build, dev, gx, gy, stream, &wp, pdl);
   } catch (...) {
-    jit::scratch_free(copy, cs);
+    for (void* c : copies) jit::scratch_free(c, cs);
     throw;
   }
-  jit::scratch_free(copy, cs);
+  for (void* c : copies) jit::scratch_free(c, cs);
 }
 
 void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* a_sf, const void* b_sf,
@@ -97,12 +112,26 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   const int64_t col_tiles = (dm.n + build.bn - 1) / build.bn, row_tiles = (dm.m + build.bm - 1) / build.bm;
   const unsigned gx = static_cast<unsigned>((col_tiles + cl.x - 1) / cl.x * cl.x);
   const unsigned gy = static_cast<unsigned>((row_tiles + cl.y - 1) / cl.y * cl.y);
-  if (registry::needs_fp16_a(build)) {
-    // The swap-AB program on FP16 A: deq(A) x 2^-7 as FP16 [M, K]; the weights stay packed.
-    with_fp16_copy(dev, stream, a, a_sf, dm.m, dm.k, "a", build, gx, gy, [&](void* a16) {
+  const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
+  if (registry::needs_fp16_a(build) && registry::needs_fp16_b(build)) {
+    // The warp-specialized program on FP16 A and B (SS wgmma): both deq(x) x 2^-7 as FP16 [rows, K].
+    with_fp16_copies(dev, stream, {{a, a_sf, dm.m, "a"}, {b, b_sf, dm.n, "b"}}, dm.k, build, gx, gy, [&](void* const* c) {
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
-      const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
+      const uint32_t bn = static_cast<uint32_t>(build.bn);
+      jit::encode_tma_2d(&wp.tma_a, c[0], 2, k, static_cast<uint64_t>(dm.m), k * 2, 64, 128, 128);
+      jit::encode_tma_2d(&wp.tma_b, c[1], 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
+      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
+      return wp;
+    });
+    return;
+  }
+  if (registry::needs_fp16_a(build)) {
+    // The swap-AB program on FP16 A: deq(A) x 2^-7 as FP16 [M, K]; the weights stay packed.
+    with_fp16_copies(dev, stream, {{a, a_sf, dm.m, "a"}}, dm.k, build, gx, gy, [&](void* const* c) {
+      void* a16 = c[0];
+      svdq_k::Sm90WsParams wp{};
+      wp.mm = p;
       const uint32_t bn = static_cast<uint32_t>(build.bn);
       const uint32_t bm = static_cast<uint32_t>(registry::a16_rows_per_cta(build));  // rows per A / d TMA box
       jit::encode_tma_2d(&wp.tma_a, a16, 2, k, static_cast<uint64_t>(dm.m), k * 2, 64, bm, 128);
@@ -115,10 +144,10 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   }
   if (registry::needs_fp16_b(build)) {
     // The warp-specialized program in its FP16-B form: deq(B) x 2^-7 as FP16 [N, K] as the B tiles; A stays packed.
-    with_fp16_copy(dev, stream, b, b_sf, dm.n, dm.k, "b", build, gx, gy, [&](void* b16) {
+    with_fp16_copies(dev, stream, {{b, b_sf, dm.n, "b"}}, dm.k, build, gx, gy, [&](void* const* c) {
+      void* b16 = c[0];
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
-      const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
       // Rows per B box: the tile's, or with clusters each CTA's half (it multicasts them to the pair).
       const uint32_t bn = static_cast<uint32_t>(build.bn / build.cluster);
       jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, 128, 32);
@@ -134,7 +163,6 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     const bool swap = build.program == registry::Program::Sm90Swap;
     svdq_k::Sm90WsParams wp{};
     wp.mm = p;
-    const uint64_t kb = static_cast<uint64_t>(dm.k / 2), rank = static_cast<uint64_t>(dm.rank);
     const uint32_t rows_a = swap ? static_cast<uint32_t>(build.bm) : 128u, rows_b = static_cast<uint32_t>(build.bn);
     jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, rows_a, 32);
     jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, rows_b, 32);

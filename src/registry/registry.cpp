@@ -61,7 +61,7 @@ Build sm90(const std::string& id, int stages) {
 
 // Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
-              int cluster = 1, int a_tiles = 0) {
+              int cluster = 1, int a_tiles = 0, bool fp16_a = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -75,9 +75,11 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.fp16_b = fp16_b;
   b.cluster = cluster;
   b.a_tiles = a_tiles;
+  b.fp16_a = fp16_a;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
-  const int64_t stage = 128 * 32 + (fp16_b ? 0 : int64_t(bn) * 32) + 512 + sf_blocks * 512;
+  const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
+  const int64_t stage = a_part + (fp16_b ? 0 : int64_t(bn) * 32) + sf_blocks * 512;
   b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + int64_t(a_tiles) * 128 * 128 +
                  (2 * stages + 2 * bstages + 2 * a_tiles) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
@@ -182,6 +184,7 @@ std::vector<Build> make_builds() {
       sm90_swap_a16("sm90_a16_bm72_s8_t8_dq8_g4_p4", 72, 8, false, 8, 8, 1, 4, 4),
       sm90_swap_a16("sm90_a16_bm136_s8_t8_dq8_g4_p4", 136, 8, false, 8, 8, 1, 4, 4),
       sm90_ws("sm90_ws16_bn256_s8_b4_a2_d2", 256, 8, 4, 2, true, 1, 2),
+      sm90_ws("sm90_ws16a_bn256_s4_b4", 256, 4, 4, 1, true, 1, 0, true),
   };
 }
 
@@ -227,7 +230,9 @@ std::string Build::description() const {
     case Program::Sm90Ws:
       os << "sm_90a warp-specialized wgmma GEMM, tile " << bm << "x" << bn << "x64, TMA + mbarrier ring of " << stages
          << " packed slots, " << tile_bufs << " FP16 B tiles, ";
-      if (fp16_b) os << "B as FP16 from a launch before it (TMA into the B tiles), "
+      if (fp16_a) os << "A and B as FP16 from two launches before it (TMA into the slots and the B tiles), "
+                     << "2 producer warps + 2 SS-wgmma consumer warpgroups, ";
+      else if (fp16_b) os << "B as FP16 from a launch before it (TMA into the B tiles), "
                      << "a producer warp"
                      << (a_tiles > 0 ? " + " + std::to_string(dq_wgs) + " team(s) of 3 warps dequantizing A into " + std::to_string(a_tiles) +
                                            " FP16 tiles (ldmatrix fragments)" : "")
@@ -315,7 +320,7 @@ ClusterShape cluster_shape(const Build& b) {
   return {b.cluster, 1};                                     // column tiles share A
 }
 
-bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16; }
+bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16 || (b.program == Program::Sm90Ws && b.fp16_a); }
 bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp16_b; }
 
 int64_t fp16_copy_bytes(int64_t rows, int64_t k) {
@@ -356,10 +361,11 @@ std::string render(const Build& b) {
     case Program::Sm90Ws: {
       // Template arguments after DQ_WGS, each named only where it differs from its default (or a later one does),
       // so builds from before an argument existed render as before (same content hash).
-      const bool more = b.cluster > 1 || b.a_tiles > 0;
+      const bool more = b.cluster > 1 || b.a_tiles > 0 || b.fp16_a;
       const std::string ws_tail = std::string(b.fp16_b || more ? (b.fp16_b ? ", true" : ", false") : "") +
                                   (more ? ", " + std::to_string(b.cluster) : "") +
-                                  (b.a_tiles > 0 ? ", " + std::to_string(b.a_tiles) : "");
+                                  (b.a_tiles > 0 || b.fp16_a ? ", " + std::to_string(b.a_tiles) : "") +
+                                  (b.fp16_a ? ", true" : "");
       os << "#include \"sm90/sm90_svdq_ws.cuh\"\n"
          << "static_assert(svdq_k::Sm90WsConfig<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ", " << b.dq_wgs
          << ws_tail << ">::kSmem == " << b.smem_bytes << ", \"registry smem_bytes differs from the kernel's\");\n"

@@ -137,15 +137,23 @@ TEST(Router, ProgramNeedingANewerToolkitFallsBack) {
   EXPECT_NE(why.find("needs NVRTC"), std::string::npos) << why;
 }
 
-// The builds that read one operand as FP16 get exactly one smxx_dequant_fp16 launch before them, and the pieces that
-// launch depends on agree: the swap-AB-on-FP16-A builds copy A, the FP16-B ws builds copy B (producer-warp layout
-// only, the kernel's static_assert), nothing else copies; the copy's size is checked arithmetic.
+// The builds that read operands as FP16 get one smxx_dequant_fp16 launch per such operand before them, and the
+// pieces that launch depends on agree: the swap-AB-on-FP16-A builds copy A, the FP16-B ws builds copy B (producer-warp
+// layout only, the kernel's static_assert), the FP16-A ws builds both; nothing else copies; the copy's size is
+// checked arithmetic.
 TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
-  int a16 = 0, b16 = 0;
+  int a16 = 0, b16 = 0, both = 0;
   for (const auto& b : reg::all_builds()) {
     SCOPED_TRACE(b.id);
-    EXPECT_FALSE(reg::needs_fp16_a(b) && reg::needs_fp16_b(b));
-    EXPECT_EQ(reg::needs_fp16_a(b), b.program == reg::Program::Sm90SwapA16);
+    EXPECT_EQ(reg::needs_fp16_a(b) && reg::needs_fp16_b(b), b.fp16_a);
+    EXPECT_EQ(reg::needs_fp16_a(b), b.program == reg::Program::Sm90SwapA16 || b.fp16_a);
+    if (b.fp16_a) {  // SS wgmma on two FP16 copies: one producer warpgroup, single CTA, no A dequant warps
+      EXPECT_EQ(b.program, reg::Program::Sm90Ws);
+      EXPECT_TRUE(b.fp16_b && b.dq_wgs == 1 && b.cluster == 1 && b.a_tiles == 0 && b.bn == 256);
+      EXPECT_EQ(b.smem_bytes, int64_t(b.tile_bufs) * 256 * 128 + int64_t(b.stages) * 128 * 128 +
+                                  (2 * b.stages + 2 * b.tile_bufs) * 8 + 1024);
+      ++both;
+    }
     EXPECT_EQ(reg::needs_fp16_b(b), b.fp16_b);
     if (b.fp16_b) {
       EXPECT_EQ(b.program, reg::Program::Sm90Ws);
@@ -195,6 +203,7 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
   }
   EXPECT_GE(a16, 6);
   EXPECT_GE(b16, 2);
+  EXPECT_GE(both, 1);
   EXPECT_EQ(reg::build_by_id("smxx_dequant_fp16").program, reg::Program::DequantFp16);
   EXPECT_FALSE(reg::is_gemm(reg::build_by_id("smxx_dequant_fp16")));
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
