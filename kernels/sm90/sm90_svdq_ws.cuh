@@ -145,7 +145,17 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   const u32 full_a = empty_b + 8 * BSTAGES, empty_a = full_a + 8 * ATILES;  // ATILES: the FP16 A tiles
 
   const int tid = threadIdx.x, lane = tid & 31;
-  const i64 n0 = (i64)blockIdx.x * BN, m0 = (i64)blockIdx.y * 128;
+  // Raster groups (CLUSTER = 1): CTAs in launch order walk the tiles in groups of P.raster row tiles, down a
+  // group's rows first, so the CTAs resident at once share fewer B (and A) tiles than a row-major sweep of the
+  // whole N extent (L2 reuse of the operand copies); the tile a CTA computes, and its bits, are unchanged.
+  int tile_n = (int)blockIdx.x, tile_m = (int)blockIdx.y;
+  if (CLUSTER == 1 && P.raster > 0) {
+    const int nt = (int)gridDim.x, lin = tile_m * nt + tile_n, group = lin / (P.raster * nt);
+    const int first = group * P.raster, rows = min(P.raster, (int)gridDim.y - first), idx = lin - first * nt;
+    tile_m = first + idx % rows;
+    tile_n = idx / rows;
+  }
+  const i64 n0 = (i64)tile_n * BN, m0 = (i64)tile_m * 128;
   const int num_main = (int)((p.k + 63) / 64), num_rank = (int)((p.rank + 63) / 64), total = num_main + num_rank;
   // Scale-code mask of the last K tile: a K tail of 32 leaves groups 2 and 3 outside K (their padding is not read).
   const u32 tail_mask = (p.k & 63) ? 0x0000FFFFu : 0xFFFFFFFFu;

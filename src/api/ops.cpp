@@ -92,7 +92,9 @@ void with_fp16_copies(const jit::DeviceTarget& dev, Stream stream, const std::ve
 void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* a_sf, const void* b_sf,
                const void* alpha, const void* d, const void* l1, const void* bias, void* out, Stream stream) {
   const jit::DeviceTarget& dev = jit::current_device();
-  const registry::Build& build = router::select_gemm(dev, {dm.m, dm.n, dm.k, dm.rank, dm.has_bias});
+  const router::MmShape shape{dm.m, dm.n, dm.k, dm.rank, dm.has_bias};
+  const registry::Build& build = router::select_gemm(dev, shape);
+  const int raster = router::raster_group(dev, shape, build);  // (0 for every program but sm90_svdq_ws)
   svdq_k::MmParams p{};
   p.a = static_cast<const svdq_k::u8*>(a);
   p.b = static_cast<const svdq_k::u8*>(b);
@@ -118,6 +120,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     with_fp16_copies(dev, stream, {{a, a_sf, dm.m, "a"}, {b, b_sf, dm.n, "b"}}, dm.k, build, gx, gy, [&](void* const* c) {
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
+      wp.raster = raster;
       const uint32_t bn = static_cast<uint32_t>(build.bn);
       jit::encode_tma_2d(&wp.tma_a, c[0], 2, k, static_cast<uint64_t>(dm.m), k * 2, 64, 128, 128);
       jit::encode_tma_2d(&wp.tma_b, c[1], 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
@@ -132,6 +135,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       void* a16 = c[0];
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
+      wp.raster = raster;
       const uint32_t bn = static_cast<uint32_t>(build.bn);
       const uint32_t bm = static_cast<uint32_t>(registry::a16_rows_per_cta(build));  // rows per A / d TMA box
       jit::encode_tma_2d(&wp.tma_a, a16, 2, k, static_cast<uint64_t>(dm.m), k * 2, 64, bm, 128);
@@ -148,6 +152,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       void* b16 = c[0];
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
+      wp.raster = raster;
       // Rows per B box: the tile's, or with clusters each CTA's half (it multicasts them to the pair).
       const uint32_t bn = static_cast<uint32_t>(build.bn / build.cluster);
       jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, 128, 32);
@@ -163,6 +168,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     const bool swap = build.program == registry::Program::Sm90Swap;
     svdq_k::Sm90WsParams wp{};
     wp.mm = p;
+    wp.raster = raster;
     const uint32_t rows_a = swap ? static_cast<uint32_t>(build.bm) : 128u, rows_b = static_cast<uint32_t>(build.bn);
     jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, rows_a, 32);
     jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, rows_b, 32);

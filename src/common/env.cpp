@@ -25,6 +25,18 @@ std::optional<std::string> get_string(const char* name) {
   return std::string(raw);
 }
 
+std::optional<long long> get_int(const char* name, long long lo, long long hi) {
+  const std::optional<std::string> v = get_string(name);
+  if (!v) return std::nullopt;
+  const bool digits = std::all_of(v->begin(), v->end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+  const bool ok = digits && v->size() <= 18 && std::stoll(*v) >= lo && std::stoll(*v) <= hi;
+  if (!ok)
+    throw Error(ErrorCode::InvalidArgument, std::string("environment variable ") + name + "='" + *v +
+                                                "': must be a decimal integer in [" + std::to_string(lo) + ", " +
+                                                std::to_string(hi) + "]");
+  return std::stoll(*v);
+}
+
 ScopedVar::ScopedVar(const char* name) : name_(name), had_(std::getenv(name) != nullptr), old_(had_ ? std::getenv(name) : "") {}
 
 ScopedVar::~ScopedVar() {

@@ -9,6 +9,8 @@ namespace svdq::env {
 bool get_bool(const char* name, bool fallback);
 // Unset or empty -> nullopt.
 std::optional<std::string> get_string(const char* name);
+// A decimal integer in [lo, hi]; unset or empty -> nullopt; anything else throws svdq::Error naming the variable.
+std::optional<long long> get_int(const char* name, long long lo, long long hi);
 
 // Changes one variable for a scope (tools and tests that steer the router) and restores its previous value, or its
 // absence, when the scope ends.

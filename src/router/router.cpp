@@ -95,6 +95,20 @@ const registry::Build& with_toolkit_fallback(const registry::Build& b, int nvrtc
   return portable;
 }
 
+int heuristic_raster(int sm_count, const MmShape& s, const registry::Build& b) {
+  if (b.program != registry::Program::Sm90Ws || b.cluster != 1) return 0;
+  const int64_t row_tiles = (s.m + b.bm - 1) / b.bm, col_tiles = (s.n + b.bn - 1) / b.bn;
+  if (row_tiles * col_tiles <= sm_count || row_tiles <= 1) return 0;
+  const double b_row_bytes = double(col_tiles) * double(b.bn) * double(s.k) * 2.0;  // FP16 B of one tile row
+  return b_row_bytes > double(kRasterBBytes) ? kRasterRows : 0;
+}
+
+int raster_group(const jit::DeviceTarget& dev, const MmShape& s, const registry::Build& b) {
+  if (b.program != registry::Program::Sm90Ws || b.cluster != 1) return 0;
+  if (auto forced = env::get_int("SVDQ_RASTER", 0, 4096)) return static_cast<int>(*forced);
+  return heuristic_raster(dev.sm_count, s, b);
+}
+
 const registry::Build& select_quantize(const jit::DeviceTarget&) { return registry::build_by_id("smxx_quantize"); }
 const registry::Build& select_lora_down(const jit::DeviceTarget&) { return registry::build_by_id("smxx_lora_down"); }
 const registry::Build& select_dequant_fp16(const jit::DeviceTarget&) { return registry::build_by_id("smxx_dequant_fp16"); }

@@ -17,6 +17,16 @@ const registry::Build& select_quantize(const jit::DeviceTarget& dev);
 const registry::Build& select_lora_down(const jit::DeviceTarget& dev);
 const registry::Build& select_dequant_fp16(const jit::DeviceTarget& dev);
 
+// Tile rasterization of build `b` on a shape: row tiles per raster group (0 = row-major tile order), used by the
+// warp-specialized sm_90a program without clusters (every other build gets 0). SVDQ_RASTER=<n> (0..4096)
+// overrides it for such builds (used to compare rasterizations); otherwise heuristic_raster.
+int raster_group(const jit::DeviceTarget& dev, const MmShape& shape, const registry::Build& b);
+// Pure heuristic, testable without a device: more than one wave of tiles whose FP16 B copy (the bytes one row of
+// tiles reads) exceeds kRasterBBytes -> groups of kRasterRows row tiles, else 0.
+int heuristic_raster(int sm_count, const MmShape& shape, const registry::Build& b);
+constexpr int kRasterRows = 16;
+constexpr int64_t kRasterBBytes = 24ll << 20;
+
 // Largest M the heuristic sends to the swap-AB program (its activation tile is the wgmma N side, at most 256 wide).
 constexpr int64_t kSwapMaxM = 256;
 

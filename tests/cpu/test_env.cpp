@@ -64,3 +64,21 @@ TEST(EnvScopedVar, RestoresThePreviousValueOrAbsence) {
   }
   EXPECT_EQ(std::getenv("SVDQ_TEST_SCOPED"), nullptr);
 }
+
+TEST(Env, IntegersParseStrictly) {
+  const svdq::env::ScopedVar v("SVDQ_TEST_INT");
+  v.unset();
+  EXPECT_FALSE(svdq::env::get_int("SVDQ_TEST_INT", 0, 10).has_value());
+  v.set("7");
+  EXPECT_EQ(*svdq::env::get_int("SVDQ_TEST_INT", 0, 10), 7);
+  for (const char* bad : {"11", "-1", "3x", " 3", "0x4", "99999999999999999999"}) {
+    v.set(bad);
+    try {
+      (void)svdq::env::get_int("SVDQ_TEST_INT", 0, 10);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const svdq::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("SVDQ_TEST_INT"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("[0, 10]"), std::string::npos) << e.what();
+    }
+  }
+}

@@ -260,4 +260,33 @@ TEST(GpuMmDeterminism, Sm90BuildsAgreeOnSuiteShapes) {
   for (const svdq::bench::Shape& s : svdq::bench::default_suite()) expect_builds_agree(s, seed_for(s, 2005), ids);
 }
 
+// Raster groups reorder which CTA computes which tile, never a tile's bytes: the warp-specialized builds without
+// clusters give the same output under SVDQ_RASTER = 0, 3 (a partial last group: 16 row tiles), 16 and 4096 (one
+// group), and the same as the portable build (the output is poisoned before each run, so a tile left out fails).
+TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
+  SVDQ_REQUIRE_GPU();
+  const svdq::DeviceInfo info = svdq::current_device_info();
+  if (info.cc_major * 10 + info.cc_minor != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only";
+  const Shape s = make_shape(2000, 3072, 3072, 32, true);
+  SCOPED_TRACE(s.str());
+  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD"), raster("SVDQ_RASTER");
+  Problem p(s, seed_for(s, 2006));
+  force.set("sm80_gemm_bm128_s4_t1");
+  p.poison_output();
+  p.run();
+  const std::vector<uint16_t> ref = p.download_output();
+  for (const char* id : {"sm90_ws16a_bn256_s4_b4", "sm90_ws16_bn256_s8_b5"}) {
+    force.set(id);
+    for (const char* g : {"0", "3", "16", "4096"}) {
+      raster.set(g);
+      p.poison_output();
+      p.run();
+      const std::vector<uint16_t> out = p.download_output();
+      int64_t diff = 0;
+      for (size_t e = 0; e < out.size(); ++e) diff += out[e] != ref[e];
+      EXPECT_EQ(diff, 0) << "build " << id << " with SVDQ_RASTER=" << g;
+    }
+  }
+}
+
 }  // namespace
