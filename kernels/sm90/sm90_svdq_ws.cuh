@@ -31,7 +31,11 @@
 //       lane 0 TMA-loads the 128 x 64 FP16 A tiles into the slots (16 KB each, the 128-byte swizzle), warp 0's the
 //       B tiles, and the consumers only issue SS wgmma (both operands from shared memory, as a BF16 GEMM would):
 //       nothing is dequantized in this kernel. It trades the consumers' dequantization (the tensor pipe ~76% busy
-//       with RS fragments) for a second copy launch, M x K x 2 more bytes written and read.
+//       with RS fragments) for a second copy launch, M x K x 2 more bytes written and read. The rank steps are K
+//       tiles like the others: d tiles (BF16, 128 x 64) by TMA into the slots after the main ones, l1 into the B
+//       ring, SS BF16 wgmma (no global loads on the consumers' path).
+//   PERSIST (A16): a grid of at most one CTA per SM; each walks the tiles b, b + gridDim.x, ... and the rings run
+//       on across tiles, so the next tile's first loads overlap this tile's epilogue.
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
 //       shared-memory round trip), one k16 part at a time, each part issued as wgmma.m64nBNk16 (FP32 accumulators)
 //       as soon as it is built. Rank steps load d fragments from global memory into the same registers and run BF16
@@ -49,7 +53,7 @@
 namespace svdq_k {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false>
+          bool A16 = false, bool PERSIST = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -113,6 +117,7 @@ struct Sm90WsConfig {
   static_assert((DQ_WGS > 0 || kLookahead >= 1) && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2 (DQ_WGS = 0)");
   static_assert(!A16 || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0 && BN == 256),
                 "sm90 ws: FP16 A (SS wgmma) in the single-CTA FP16-B layout with one producer warpgroup, BN = 256");
+  static_assert(!PERSIST || A16, "sm90 ws: the persistent tile loop is the FP16-A form's");
 };
 
 // One k16 part of the tile, D[64 x N] += A-fragment x B-tile part, as m64nNk16 or as two m64n(N/2)k16 on the two
@@ -131,9 +136,9 @@ SVDQ_DEV void wgmma_rs_part(float* acc, const u32* af, u32 b_part) {
 }
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false>
+          bool A16 = false, bool PERSIST = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -148,14 +153,25 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // Raster groups (CLUSTER = 1): CTAs in launch order walk the tiles in groups of P.raster row tiles, down a
   // group's rows first, so the CTAs resident at once share fewer B (and A) tiles than a row-major sweep of the
   // whole N extent (L2 reuse of the operand copies); the tile a CTA computes, and its bits, are unchanged.
-  int tile_n = (int)blockIdx.x, tile_m = (int)blockIdx.y;
-  if (CLUSTER == 1 && P.raster > 0) {
-    const int nt = (int)gridDim.x, lin = tile_m * nt + tile_n, group = lin / (P.raster * nt);
-    const int first = group * P.raster, rows = min(P.raster, (int)gridDim.y - first), idx = lin - first * nt;
-    tile_m = first + idx % rows;
-    tile_n = idx / rows;
-  }
-  const i64 n0 = (i64)tile_n * BN, m0 = (i64)tile_m * 128;
+  // PERSIST: a 1-D grid of at most one CTA per SM, CTA b computing the tiles b, b + gridDim.x, ... of that order
+  // (its loads run on into the next tile while the consumers store one); otherwise the grid is the tiles.
+  const int tiles_n = PERSIST ? (int)((P.mm.n + BN - 1) / BN) : (int)gridDim.x;
+  const int tiles_m = PERSIST ? (int)((P.mm.m + 127) / 128) : (int)gridDim.y;
+  const int tile0 = PERSIST ? (int)blockIdx.x : (int)(blockIdx.y * gridDim.x + blockIdx.x);
+  const int tile_end = tiles_n * tiles_m, tile_step = PERSIST ? (int)gridDim.x : tile_end;
+  i64 n0 = 0, m0 = 0;  // this CTA's current tile
+  auto set_tile = [&](int t) {
+    int tn = PERSIST ? t % tiles_n : (int)blockIdx.x, tm = PERSIST ? t / tiles_n : (int)blockIdx.y;
+    if (CLUSTER == 1 && P.raster > 0) {
+      const int lin = tm * tiles_n + tn, first = lin / (P.raster * tiles_n) * P.raster;
+      const int rows = min(P.raster, tiles_m - first), idx = lin - first * tiles_n;
+      tm = first + idx % rows;
+      tn = idx / rows;
+    }
+    n0 = (i64)tn * BN;
+    m0 = (i64)tm * 128;
+  };
+  set_tile(tile0);
   const int num_main = (int)((p.k + 63) / 64), num_rank = (int)((p.rank + 63) / 64), total = num_main + num_rank;
   // Scale-code mask of the last K tile: a K tail of 32 leaves groups 2 and 3 outside K (their padding is not read).
   const u32 tail_mask = (p.k & 63) ? 0x0000FFFFu : 0xFFFFFFFFu;
@@ -191,11 +207,11 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   for (int h = 0; h < C::kSfBlocks; ++h) sf_b_blocks += ((i64)(sf_blk0 + h) * 128 < p.n) ? 1 : 0;
   // A row tile past M (the grid rounded up to whole clusters): zeros for A (TMA fill), no scales, nothing stored.
   const bool m_ok = CLUSTER == 1 || m0 < p.m;
-  // Issues the loads of main K tile `it` into its packed slot (one thread).
-  auto issue = [&](int it) {
-    const int s = it % STAGES;
+  // Issues the loads of main K tile `it` into packed slot number q of the ring (q = it but with PERSIST; one thread).
+  auto issue = [&](int q, int it) {
+    const int s = q % STAGES;
     const u32 slot = packed + s * C::kStage, bar = full_p + 8 * s;
-    mbar_wait(empty_p + 8 * s, ((it / STAGES) & 1) ^ 1);
+    mbar_wait(empty_p + 8 * s, ((q / STAGES) & 1) ^ 1);
     mbar_arrive_expect_tx(bar, C::kPackA + C::kPackB + (m_ok ? C::kSfA : 0) + 512 * sf_b_blocks);
     tma_load_2d(slot, &P.tma_a, it * (A16 ? 64 : 32), (int)m0, bar);  // (A16: FP16 elements, else code bytes)
     if constexpr (!B16) tma_load_2d(slot + C::kPackA, &P.tma_b, it * 32, (int)n0, bar);
@@ -206,12 +222,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   };
   // B16: tile `it` of the B ring by TMA: FP16 B columns 64 it.. of a main tile, l1 columns for a rank tile.
   // CLUSTER = 2: this CTA's half of the rows, multicast to both.
-  auto issue_b16 = [&](int it) {
-    const int bs = it % BSTAGES;
+  auto issue_b16 = [&](int q, int it) {  // (into B tile number q of the ring)
+    const int bs = q % BSTAGES;
     const u32 tile = btiles + bs * C::kBTile, bar = full_b + 8 * bs;
     const TmaDesc* map = it < num_main ? &P.tma_b : &P.tma_l1;
     const int c0 = it < num_main ? 64 * it : 64 * (it - num_main);
-    mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
+    mbar_wait(empty_b + 8 * bs, ((q / BSTAGES) & 1) ^ 1);
     mbar_arrive_expect_tx(bar, C::kBTile);
     if constexpr (CLUSTER > 1) {
       constexpr int kHalf = BN / 2;
@@ -225,6 +241,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     tma_prefetch_desc(&P.tma_a);
     tma_prefetch_desc(&P.tma_b);
     tma_prefetch_desc(&P.tma_l1);
+    if constexpr (A16) tma_prefetch_desc(&P.tma_d);
   };
 
   if (tid < C::kC0) {
@@ -233,10 +250,19 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       if (tid == 0 || tid == 32) {
         prefetch_descs();
         pdl_wait_prior_grid();
-        if (tid == 32) {
-          for (int it = 0; it < num_main; ++it) issue(it);  // the A tiles (warp 1)
-        } else {
-          for (int it = 0; it < total; ++it) issue_b16(it);  // the B tiles and l1 (warp 0)
+        for (int t = tile0, q = 0; t < tile_end; t += tile_step) {
+          set_tile(t);
+          if (tid == 32) {  // the A tiles, then the d tiles (BF16, the same 16 KB box shape) for the rank steps
+            for (int it = 0; it < num_main; ++it) issue(q++, it);
+            for (int t = 0; t < num_rank; ++t, ++q) {
+              const int s = q % STAGES;
+              mbar_wait(empty_p + 8 * s, ((q / STAGES) & 1) ^ 1);
+              mbar_arrive_expect_tx(full_p + 8 * s, C::kPackA);
+              tma_load_2d(packed + s * C::kStage, &P.tma_d, 64 * t, (int)m0, full_p + 8 * s);
+            }
+          } else {
+            for (int it = 0; it < total; ++it) issue_b16(q++, it);  // the B tiles and l1 (warp 0)
+          }
         }
       }
       return;
@@ -246,14 +272,14 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         prefetch_descs();
         if constexpr (B16) {
           const int early = num_main < STAGES ? num_main : STAGES;  // packed slots free at the start
-          for (int it = 0; it < early; ++it) issue(it);
+          for (int it = 0; it < early; ++it) issue(it, it);
           pdl_wait_prior_grid();
           for (int it = 0; it < total; ++it) {
-            if (it >= early && it < num_main) issue(it);
-            issue_b16(it);
+            if (it >= early && it < num_main) issue(it, it);
+            issue_b16(it, it);
           }
         } else {
-          for (int it = 0; it < num_main; ++it) issue(it);
+          for (int it = 0; it < num_main; ++it) issue(it, it);
         }
       }
       if constexpr (CLUSTER > 1) cluster_arrive();  // the final cluster barrier (see the consumers' end)
@@ -350,10 +376,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       const bool issuer = dt == 0;
       if (issuer) {
         prefetch_descs();
-        for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it);
+        for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it, it);
       }
       for (int it = 0; it < num_main; ++it) {  // B row dt of every main K tile
-        if (issuer && it + C::kLookahead < num_main) issue(it + C::kLookahead);
+        if (issuer && it + C::kLookahead < num_main) issue(it + C::kLookahead, it + C::kLookahead);
         const int s = it % STAGES;
         const u32 slot = packed + s * C::kStage;
         const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
@@ -479,9 +505,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (lane == 0) mbar_arrive(empty_p + 8 * (it % STAGES));  // every part of the slot has been read
     if (it >= 1) release_b(it - 1);                           // the waits above retired all of tile it-1
   };
-  auto rank_tile = [&](int it) {
-    const int t = it - num_main;
-    const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
+  auto rank_tile = [&](int it, int gb) {  // (B tile number gb + it of the ring)
+    const int t = it - num_main, q = gb + it;
+    const u32 tile = btiles + (q % BSTAGES) * C::kBTile;
     const i64 rowa = m0 + ra, rowb = m0 + rb;
 #pragma unroll
     for (int part = 0; part < 4; ++part) {
@@ -493,12 +519,33 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         af[4 * part + 2 * h + 0] = (col_ok && rowa < p.m) ? *reinterpret_cast<const u32*>(p.d + rowa * p.rank + col) : 0u;
         af[4 * part + 2 * h + 1] = (col_ok && rowb < p.m) ? *reinterpret_cast<const u32*>(p.d + rowb * p.rank + col) : 0u;
       }
-      if (part == 0) mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
+      if (part == 0) mbar_wait(full_b + 8 * (q % BSTAGES), (q / BSTAGES) & 1);
       wgmma_fence();
       wgmma_rs_part<BN, kHalves, true>(acc, af + 4 * part, tile + part * 32);
       wgmma_commit();
     }
-    if (it - 1 >= num_main) release_b(it - 1);
+    if (it - 1 >= num_main) release_b(q - 1);
+  };
+  auto store_tile = [&] {  // the epilogue (every wgmma has retired)
+    pdl_launch_dependents();
+    store_acc_tile<BN>(p, *p.alpha, m0, n0, 128, m0 + ra, c, acc);
+  };
+  // After a tile's main K loop (its B tile number gb + num_main - 1 last): the rank steps, the epilogue.
+  auto finish_tile = [&](int gb) {
+    wgmma_wait_acc<BN, 0>(acc);
+    release_b(gb + num_main - 1);
+    // The main term back to its true scale (exact, a power of two) before the rank steps.
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
+    for (int it = num_main; it < total; ++it) {
+      rank_tile(it, gb);
+      if (it + 1 < total) b_share_tile(it + 1);
+    }
+    wgmma_wait_acc<BN, 0>(acc);
+    if constexpr (PERSIST) {
+      if (num_rank > 0) release_b(gb + total - 1);  // (the ring runs on into the next tile)
+    }
+    store_tile();
   };
 
   if constexpr (A16) {
@@ -506,22 +553,48 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     // previous tile's group (the other warpgroup's groups keep the tensor cores busy meanwhile), whose slot and B
     // tile are then released.
     const u32 a_rows = (u32)(ct >> 7) * 64 * 128;  // this warpgroup's 64 rows (8 swizzle atoms) of the A tile
-    for (int it = 0; it < num_main; ++it) {
-      const int s = it % STAGES, bs = it % BSTAGES;
-      mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
-      mbar_wait(full_b + 8 * bs, (it / BSTAGES) & 1);
+    auto release_a = [&](int qa) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_p + 8 * (qa % STAGES));
+    };
+    // K tile `it` of the current output tile from ring positions g + it of both rings: FP16 A x FP16 B for a main
+    // tile, BF16 d x BF16 l1 for a rank tile; then retires the previous group and releases its slot and B tile.
+    auto ss_tile = [&](int g, int it, bool bf16) {  // (bf16 is a constant at each call)
+      const int s = (g + it) % STAGES, bs = (g + it) % BSTAGES;
+      mbar_wait(full_p + 8 * s, ((g + it) / STAGES) & 1);
+      mbar_wait(full_b + 8 * bs, ((g + it) / BSTAGES) & 1);
       const u64 ad = wgmma_desc_sw128(packed + s * C::kStage + a_rows), bd = wgmma_desc_sw128(btiles + bs * C::kBTile);
       wgmma_fence();
 #pragma unroll
-      for (int part = 0; part < 4; ++part) wgmma_ss_f16<BN>(acc, ad + 2 * part, bd + 2 * part);
+      for (int part = 0; part < 4; ++part) {
+        if (bf16) wgmma_ss_bf16<BN>(acc, ad + 2 * part, bd + 2 * part);
+        else wgmma_ss_f16<BN>(acc, ad + 2 * part, bd + 2 * part);
+      }
       wgmma_commit();
       wgmma_wait_acc<BN, 1>(acc);
       if (it >= 1) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty_p + 8 * ((it - 1) % STAGES));
-        release_b(it - 1);
+        release_a(g + it - 1);
+        release_b(g + it - 1);
       }
+    };
+    // g: ring position of the tile's first K tile (both rings take `total` per tile; PERSIST: they run on across
+    // tiles).
+    for (int t = tile0, g = 0; t < tile_end; t += tile_step, g += total) {
+      if (t != tile0) set_tile(t);
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+      for (int it = 0; it < num_main; ++it) ss_tile(g, it, false);
+      wgmma_wait_acc<BN, 0>(acc);
+      // The main term back to its true scale (exact, a power of two) before the rank steps.
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
+      for (int it = num_main; it < total; ++it) ss_tile(g, it, true);
+      wgmma_wait_acc<BN, 0>(acc);
+      release_a(g + total - 1);
+      release_b(g + total - 1);
+      store_tile();
     }
+    return;
   } else if constexpr (B16) {
     // Nothing else takes the consumers' time, so fragments are built a whole K tile at a time into two buffers
     // while the other tile's four k16 wgmmas run (double_buffered_k_loop; release_b frees a B tile).
@@ -565,22 +638,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       b_share_tile(it + 1);  // it + 1 < total: the rank tiles follow
     }
   }
-  wgmma_wait_acc<BN, 0>(acc);
-  release_b(num_main - 1);
-  // The main term back to its true scale (exact, a power of two) before the rank steps.
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
-  for (int it = num_main; it < total; ++it) {
-    rank_tile(it);
-    if (it + 1 < total) b_share_tile(it + 1);
-  }
-  wgmma_wait_acc<BN, 0>(acc);
-  pdl_launch_dependents();
-
-  const float alpha = *p.alpha;
-  const i64 row0 = m0 + ra;
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j) store_fragment(p, alpha, row0, n0 + j * 8 + 2 * c, &acc[4 * j]);
+  finish_tile(0);
   if constexpr (CLUSTER > 1) cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 }
 

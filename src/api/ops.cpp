@@ -1,4 +1,5 @@
 // Public entry points: validate -> route -> get kernel (compiled/cached) -> launch.
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -112,8 +113,14 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   // Whole clusters: a tile past N (or M) loads zeros and stores nothing (see the sm90 programs' CLUSTER).
   const registry::ClusterShape cl = registry::cluster_shape(build);
   const int64_t col_tiles = (dm.n + build.bn - 1) / build.bn, row_tiles = (dm.m + build.bm - 1) / build.bm;
-  const unsigned gx = static_cast<unsigned>((col_tiles + cl.x - 1) / cl.x * cl.x);
-  const unsigned gy = static_cast<unsigned>((row_tiles + cl.y - 1) / cl.y * cl.y);
+  // The warp-specialized program numbers its tiles in an int (raster groups, the persistent loop); an output that
+  // large would not fit in memory anyway, but say so rather than wrap.
+  if (build.program == registry::Program::Sm90Ws && checked::mul(col_tiles, row_tiles, "output tiles") > 0x7FFFFFFF)
+    throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: arguments 'a' and 'b': M x N makes more than 2^31 - 1 output tiles");
+  // Persistent builds: at most one CTA per SM, each looping over the tiles (1-D grid).
+  const unsigned gx = build.persistent ? static_cast<unsigned>(std::min<int64_t>(col_tiles * row_tiles, dev.sm_count))
+                                       : static_cast<unsigned>((col_tiles + cl.x - 1) / cl.x * cl.x);
+  const unsigned gy = build.persistent ? 1u : static_cast<unsigned>((row_tiles + cl.y - 1) / cl.y * cl.y);
   const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
   if (registry::needs_fp16_a(build) && registry::needs_fp16_b(build)) {
     // The warp-specialized program on FP16 A and B (SS wgmma): both deq(x) x 2^-7 as FP16 [rows, K].
@@ -125,6 +132,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       jit::encode_tma_2d(&wp.tma_a, c[0], 2, k, static_cast<uint64_t>(dm.m), k * 2, 64, 128, 128);
       jit::encode_tma_2d(&wp.tma_b, c[1], 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
       jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
+      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, 128, 128);  // rank steps, SS
       return wp;
     });
     return;

@@ -163,9 +163,11 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
     SCOPED_TRACE(b.id);
     EXPECT_EQ(reg::needs_fp16_a(b) && reg::needs_fp16_b(b), b.fp16_a);
     EXPECT_EQ(reg::needs_fp16_a(b), b.program == reg::Program::Sm90SwapA16 || b.fp16_a);
+    EXPECT_TRUE(!b.persistent || b.fp16_a);  // the persistent tile loop is the FP16-A form's
     if (b.fp16_a) {  // SS wgmma on two FP16 copies: one producer warpgroup, single CTA, no A dequant warps
       EXPECT_EQ(b.program, reg::Program::Sm90Ws);
       EXPECT_TRUE(b.fp16_b && b.dq_wgs == 1 && b.cluster == 1 && b.a_tiles == 0 && b.bn == 256);
+      EXPECT_NE(reg::render(b).find(b.persistent ? ", 1, 0, true, true>(p)" : ", 1, 0, true>(p)"), std::string::npos);
       EXPECT_EQ(b.smem_bytes, int64_t(b.tile_bufs) * 256 * 128 + int64_t(b.stages) * 128 * 128 +
                                   (2 * b.stages + 2 * b.tile_bufs) * 8 + 1024);
       ++both;

@@ -260,9 +260,10 @@ TEST(GpuMmDeterminism, Sm90BuildsAgreeOnSuiteShapes) {
   for (const svdq::bench::Shape& s : svdq::bench::default_suite()) expect_builds_agree(s, seed_for(s, 2005), ids);
 }
 
-// Raster groups reorder which CTA computes which tile, never a tile's bytes: the warp-specialized builds without
-// clusters give the same output under SVDQ_RASTER = 0, 3 (a partial last group: 16 row tiles), 16 and 4096 (one
-// group), and the same as the portable build (the output is poisoned before each run, so a tile left out fails).
+// Raster groups (and the persistent tile loop) reorder which CTA computes which tile, never a tile's bytes: the
+// warp-specialized builds without clusters give the same output under SVDQ_RASTER = 0, 3 (a partial last group:
+// 16 row tiles), 16 and 4096 (one group), and the same as the portable build (the output is poisoned before each
+// run, so a tile left out fails).
 TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
   SVDQ_REQUIRE_GPU();
   const svdq::DeviceInfo info = svdq::current_device_info();
@@ -275,7 +276,7 @@ TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
   p.poison_output();
   p.run();
   const std::vector<uint16_t> ref = p.download_output();
-  for (const char* id : {"sm90_ws16a_bn256_s4_b4", "sm90_ws16_bn256_s8_b5"}) {
+  for (const char* id : {"sm90_ws16a_bn256_s4_b4", "sm90_ws16a_bn256_s4_b4_pers", "sm90_ws16_bn256_s8_b5"}) {
     force.set(id);
     for (const char* g : {"0", "3", "16", "4096"}) {
       raster.set(g);
