@@ -31,40 +31,65 @@ SVDQ_DEV void store_fragment(const MmParams& p, float alpha, i64 row0, i64 col, 
   }
 }
 
+// Quad transpose: lane c of each group of 4 lanes holds v[0..3]; afterwards v[k] is lane k's former v[c] (two
+// rounds of xor shuffles, two per round).
+SVDQ_DEV void quad_transpose(u32* v, int c) {
+#pragma unroll
+  for (int k = 0; k < 4; k += 2) {  // lanes c, c ^ 1: swap v[k + 1] of the even one with v[k] of the odd one
+    const bool odd = c & 1;
+    const u32 t = __shfl_xor_sync(0xFFFFFFFFu, odd ? v[k] : v[k + 1], 1);
+    if (odd) v[k] = t;
+    else v[k + 1] = t;
+  }
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {  // lanes c, c ^ 2: swap v[k + 2] of the lower one with v[k] of the upper one
+    const bool up = c & 2;
+    const u32 t = __shfl_xor_sync(0xFFFFFFFFu, up ? v[k] : v[k + 2], 2);
+    if (up) v[k] = t;
+    else v[k + 2] = t;
+  }
+}
+
 // store_fragment over the N / 8 accumulator fragments of a thread's rows row0, row0 + 8 of an m64nN wgmma tile
-// (columns col0 + 8j + 2c); when the whole tile (rows m0.., columns n0.. of a rows x N block) lies inside the
-// output, with row and column offsets computed once and no per-fragment checks, the bias of 16 fragments loaded
-// before their stores (the compiler cannot move a load of p.bias above a store to p.out: one bias load per
-// fragment waited out its whole latency, ~30% of the consumers' samples at K = 3072, ncu on the H200). Same
-// arithmetic per element.
+// (columns n0 + 8j + 2c, c the quad lane; every lane of the warp calls it). When the whole tile (rows m0.., columns
+// n0.. of a rows x N block) lies inside the output: the bias of 16 fragments loaded before their stores (the compiler
+// cannot move a load of p.bias above a store to p.out: one bias load per fragment waited its whole latency), and
+// each quad's values of 4 fragments transposed so that every lane stores 16 contiguous bytes (64 4-byte stores per
+// thread kept the LSU queue full: "LG throttle" stalls, ~25% of the consumers' samples at K = 3072, ncu on the
+// H200). Same arithmetic per element.
 template <int N>
 SVDQ_DEV void store_acc_tile(const MmParams& p, float alpha, i64 m0, i64 n0, int rows, i64 row0, int c, const float* acc) {
+  static_assert(N % 32 == 0, "store_acc_tile: whole groups of 4 fragments");
   const i64 col0 = n0 + 2 * c;
   if (m0 + rows <= p.m && n0 + N <= p.n) {
-    u16* o0 = p.out + row0 * p.n + col0;
+    u16* o0 = p.out + row0 * p.n + n0 + 8 * c;  // lane c stores fragment 4q + c of each group q
     u16* o1 = o0 + 8 * p.n;
-    if (p.bias) {
-      const u16* bp = p.bias + col0;
-      constexpr int kChunk = (N / 8) % 16 == 0 ? 16 : (N / 8) % 8 == 0 ? 8 : N / 8;  // (dividing N / 8)
+    constexpr int kChunk = (N / 8) % 16 == 0 ? 16 : 8;  // (N / 8 is a multiple of 4 dividing by this)
+    static_assert((N / 8) % kChunk == 0, "store_acc_tile: bias chunks");
 #pragma unroll
-      for (int j0 = 0; j0 < N / 8; j0 += kChunk) {
-        u32 bb[kChunk];
+    for (int j0 = 0; j0 < N / 8; j0 += kChunk) {
+      u32 bb[kChunk];
 #pragma unroll
-        for (int j = 0; j < kChunk; ++j) bb[j] = *reinterpret_cast<const u32*>(bp + 8 * (j0 + j));
+      for (int j = 0; j < kChunk; ++j) bb[j] = p.bias ? *reinterpret_cast<const u32*>(p.bias + col0 + 8 * (j0 + j)) : 0u;
 #pragma unroll
-        for (int j = 0; j < kChunk; ++j) {
-          const float b0 = bf16_to_float(bb[j] & 0xFFFFu), b1 = bf16_to_float(bb[j] >> 16);
-          const float* f = acc + 4 * (j0 + j);
-          *reinterpret_cast<u32*>(o0 + 8 * (j0 + j)) = pack_bf16x2(__fmaf_rn(alpha, f[0], b0), __fmaf_rn(alpha, f[1], b1));
-          *reinterpret_cast<u32*>(o1 + 8 * (j0 + j)) = pack_bf16x2(__fmaf_rn(alpha, f[2], b0), __fmaf_rn(alpha, f[3], b1));
+      for (int q = 0; q < kChunk; q += 4) {
+        u32 r0[4], r1[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float* f = acc + 4 * (j0 + q + j);
+          if (p.bias) {
+            const float b0 = bf16_to_float(bb[q + j] & 0xFFFFu), b1 = bf16_to_float(bb[q + j] >> 16);
+            r0[j] = pack_bf16x2(__fmaf_rn(alpha, f[0], b0), __fmaf_rn(alpha, f[1], b1));
+            r1[j] = pack_bf16x2(__fmaf_rn(alpha, f[2], b0), __fmaf_rn(alpha, f[3], b1));
+          } else {
+            r0[j] = pack_bf16x2(__fmul_rn(alpha, f[0]), __fmul_rn(alpha, f[1]));
+            r1[j] = pack_bf16x2(__fmul_rn(alpha, f[2]), __fmul_rn(alpha, f[3]));
+          }
         }
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < N / 8; ++j) {
-        const float* f = acc + 4 * j;
-        *reinterpret_cast<u32*>(o0 + 8 * j) = pack_bf16x2(__fmul_rn(alpha, f[0]), __fmul_rn(alpha, f[1]));
-        *reinterpret_cast<u32*>(o1 + 8 * j) = pack_bf16x2(__fmul_rn(alpha, f[2]), __fmul_rn(alpha, f[3]));
+        quad_transpose(r0, c);
+        quad_transpose(r1, c);
+        *reinterpret_cast<uint4*>(o0 + 8 * (j0 + q)) = make_uint4(r0[0], r0[1], r0[2], r0[3]);
+        *reinterpret_cast<uint4*>(o1 + 8 * (j0 + q)) = make_uint4(r1[0], r1[1], r1[2], r1[3]);
       }
     }
     return;
@@ -73,19 +98,32 @@ SVDQ_DEV void store_acc_tile(const MmParams& p, float alpha, i64 m0, i64 n0, int
   for (int j = 0; j < N / 8; ++j) store_fragment(p, alpha, row0, col0 + 8 * j, acc + 4 * j);
 }
 
-// The swap-AB form of store_fragment: the fragment's rows are output columns and its columns output rows, so
-// c0 = (col, row), c1 = (col, row + 1), c2 = (col + 8, row), c3 = (col + 8, row + 1). Same arithmetic per element.
-SVDQ_DEV void store_fragment_t(const MmParams& p, float alpha, i64 col0, i64 row, const float* c) {
+// The swap-AB epilogue of a thread (fragment rows are output columns, fragment columns output rows): output
+// columns col0 and col0 + 8, output rows row0 + 8j, row0 + 8j + 1 for j < BM / 8, acc[4j] = (col0, row0 + 8j),
+// acc[4j + 1] = (col0, row0 + 8j + 1), acc[4j + 2] and acc[4j + 3] the same rows of col0 + 8. The two bias values
+// are loaded once, before any store. Same arithmetic per element as store_fragment.
+template <int BM>
+SVDQ_DEV void store_acc_tile_t(const MmParams& p, float alpha, i64 col0, i64 row0, const float* acc) {
+  bool ok[2];
+  float b[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const i64 col = col0 + 8 * h;
-    if (col >= p.n) continue;
-    const float b = p.bias ? bf16_to_float(p.bias[col]) : 0.0f;
+    ok[h] = col0 + 8 * h < p.n;
+    b[h] = p.bias && ok[h] ? bf16_to_float(p.bias[col0 + 8 * h]) : 0.0f;
+  }
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      if (row + e >= p.m) continue;
-      const float v = p.bias ? __fmaf_rn(alpha, c[2 * h + e], b) : __fmul_rn(alpha, c[2 * h + e]);
-      p.out[(row + e) * p.n + col] = (u16)(pack_bf16x2(v, 0.0f) & 0xFFFFu);
+  for (int j = 0; j < BM / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!ok[h]) continue;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const i64 row = row0 + 8 * j + e;
+        if (row >= p.m) continue;
+        const float x = acc[4 * j + 2 * h + e];
+        const float v = p.bias ? __fmaf_rn(alpha, x, b[h]) : __fmul_rn(alpha, x);
+        p.out[row * p.n + col0 + 8 * h] = (u16)(pack_bf16x2(v, 0.0f) & 0xFFFFu);
+      }
     }
   }
 }

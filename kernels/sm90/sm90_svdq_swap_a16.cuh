@@ -357,8 +357,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   pdl_launch_dependents();
 
   const float alpha = *p.alpha;
-#pragma unroll
-  for (int j = 0; j < BM / 8; ++j) store_fragment_t(p, alpha, n0 + ra, m0 + j * 8 + 2 * c, &acc[4 * j]);
+  store_acc_tile_t<BM>(p, alpha, n0 + ra, m0 + 2 * c, acc);
   if constexpr (CLUSTER > 1) cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 }
 
