@@ -54,15 +54,20 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // consumers still dequantize A into wgmma register fragments): 0.68-0.80x the time of the all-in-kernel 512-thread
   // layout on an H200 (bench/results/2026-12-01_h200_sm90_ws16.md). Whole waves of tiles decide: a wave of 128x128
   // tiles takes 0.66x a wave of 128x256 tiles (measured for both forms), so 128x128 wins only when it needs fewer
-  // than 1.5x the waves.
+  // than 1.5x the waves. From two waves of 128x256 tiles on, the FP16-A form (both operands copied to FP16, SS
+  // wgmma only) is faster on every shape measured (4096 x 3072 x 3072: 128.3 vs 132.0 us; 16384 x 12288 x 3072:
+  // 1665 vs 1830; bench/results/2026-12-01_h200_ws16a.md); within one wave the extra copy launch is not paid back
+  // (not measured: the RS form stays).
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5");
+  const registry::Build& wide_a16 = registry::build_by_id("sm90_ws16a_bn256_s4_b4");
   const registry::Build& narrow = registry::build_by_id("sm90_ws16_bn128_s8_b6");
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
     if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);
     const int64_t row_tiles = (s.m + 127) / 128;
     const int64_t wide_waves = (row_tiles * ((s.n + 255) / 256) + sm_count - 1) / sm_count;
     const int64_t narrow_waves = (row_tiles * ((s.n + 127) / 128) + sm_count - 1) / sm_count;
-    return 0.66 * double(narrow_waves) < double(wide_waves) ? narrow : wide;
+    if (0.66 * double(narrow_waves) < double(wide_waves)) return narrow;
+    return wide_waves >= 2 && wide_a16.smem_bytes <= smem_optin ? wide_a16 : wide;
   }
   // Portable, measured on an H200 (bench/results/2026-11-29_h200_portable.md): with at least one wave of 128-row
   // tiles the single-buffer 128x128 build (two CTAs per SM) is fastest; below that, 64-row tiles with the

@@ -68,7 +68,7 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // H200: 132 SMs, 228 KiB per SM, 227 KiB per block.
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s8_b5");
+            "sm90_ws16a_bn256_s4_b4");  // 384 tiles of 128x256: 3 waves, the FP16-A form
   // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), at every rank the build
   // with dequant teams taking K tiles in turn.
   for (int r : {32, 64, 96, 128})
