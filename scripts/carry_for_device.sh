@@ -6,6 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build/release}
+# The commit shown by `svdq info` / bench CSVs is read at configure time: reconfigure and rebuild the default tree
+# so the binaries carried name the commit they were built from.
+if [ "$B" = build/release ]; then
+  cmake --preset release > /dev/null && cmake --build --preset release -j"$(nproc)" > /dev/null
+fi
 rm -rf .carry && mkdir -p .carry/bin
 cp "$B/svdq" "$B/svdq_gpu_tests" "$B/svdq_units" .carry/bin/
 "$B/svdq" aot --arch-list "9.0a" --out .carry/pkg90 > .carry/aot.log
