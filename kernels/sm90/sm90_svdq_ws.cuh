@@ -207,7 +207,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   for (int h = 0; h < C::kSfBlocks; ++h) sf_b_blocks += ((i64)(sf_blk0 + h) * 128 < p.n) ? 1 : 0;
   // A row tile past M (the grid rounded up to whole clusters): zeros for A (TMA fill), no scales, nothing stored.
   const bool m_ok = CLUSTER == 1 || m0 < p.m;
-  // Issues the loads of main K tile `it` into packed slot number q of the ring (q = it but with PERSIST; one thread).
+  // Issues the loads of main K tile `it` into packed slot number q of the ring (q = it but in the A16 tile loop;
+  // one thread).
   auto issue = [&](int q, int it) {
     const int s = q % STAGES;
     const u32 slot = packed + s * C::kStage, bar = full_p + 8 * s;
@@ -254,11 +255,11 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           set_tile(t);
           if (tid == 32) {  // the A tiles, then the d tiles (BF16, the same 16 KB box shape) for the rank steps
             for (int it = 0; it < num_main; ++it) issue(q++, it);
-            for (int t = 0; t < num_rank; ++t, ++q) {
+            for (int r = 0; r < num_rank; ++r, ++q) {
               const int s = q % STAGES;
               mbar_wait(empty_p + 8 * s, ((q / STAGES) & 1) ^ 1);
               mbar_arrive_expect_tx(full_p + 8 * s, C::kPackA);
-              tma_load_2d(packed + s * C::kStage, &P.tma_d, 64 * t, (int)m0, full_p + 8 * s);
+              tma_load_2d(packed + s * C::kStage, &P.tma_d, 64 * r, (int)m0, full_p + 8 * s);
             }
           } else {
             for (int it = 0; it < total; ++it) issue_b16(q++, it);  // the B tiles and l1 (warp 0)
@@ -505,9 +506,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (lane == 0) mbar_arrive(empty_p + 8 * (it % STAGES));  // every part of the slot has been read
     if (it >= 1) release_b(it - 1);                           // the waits above retired all of tile it-1
   };
-  auto rank_tile = [&](int it, int gb) {  // (B tile number gb + it of the ring)
-    const int t = it - num_main, q = gb + it;
-    const u32 tile = btiles + (q % BSTAGES) * C::kBTile;
+  auto rank_tile = [&](int it) {
+    const int t = it - num_main;
+    const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
     const i64 rowa = m0 + ra, rowb = m0 + rb;
 #pragma unroll
     for (int part = 0; part < 4; ++part) {
@@ -519,32 +520,29 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         af[4 * part + 2 * h + 0] = (col_ok && rowa < p.m) ? *reinterpret_cast<const u32*>(p.d + rowa * p.rank + col) : 0u;
         af[4 * part + 2 * h + 1] = (col_ok && rowb < p.m) ? *reinterpret_cast<const u32*>(p.d + rowb * p.rank + col) : 0u;
       }
-      if (part == 0) mbar_wait(full_b + 8 * (q % BSTAGES), (q / BSTAGES) & 1);
+      if (part == 0) mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
       wgmma_fence();
       wgmma_rs_part<BN, kHalves, true>(acc, af + 4 * part, tile + part * 32);
       wgmma_commit();
     }
-    if (it - 1 >= num_main) release_b(q - 1);
+    if (it - 1 >= num_main) release_b(it - 1);
   };
   auto store_tile = [&] {  // the epilogue (every wgmma has retired)
     pdl_launch_dependents();
     store_acc_tile<BN>(p, *p.alpha, m0, n0, 128, m0 + ra, c, acc);
   };
-  // After a tile's main K loop (its B tile number gb + num_main - 1 last): the rank steps, the epilogue.
-  auto finish_tile = [&](int gb) {
+  // After the main K loop (the forms other than A16): the rank steps, the epilogue.
+  auto finish_tile = [&] {
     wgmma_wait_acc<BN, 0>(acc);
-    release_b(gb + num_main - 1);
+    release_b(num_main - 1);
     // The main term back to its true scale (exact, a power of two) before the rank steps.
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
     for (int it = num_main; it < total; ++it) {
-      rank_tile(it, gb);
+      rank_tile(it);
       if (it + 1 < total) b_share_tile(it + 1);
     }
     wgmma_wait_acc<BN, 0>(acc);
-    if constexpr (PERSIST) {
-      if (num_rank > 0) release_b(gb + total - 1);  // (the ring runs on into the next tile)
-    }
     store_tile();
   };
 
@@ -638,7 +636,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       b_share_tile(it + 1);  // it + 1 < total: the rank tiles follow
     }
   }
-  finish_tile(0);
+  finish_tile();
   if constexpr (CLUSTER > 1) cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 }
 
