@@ -34,6 +34,9 @@
 //       with RS fragments) for a second copy launch, M x K x 2 more bytes written and read. The rank steps are K
 //       tiles like the others: d tiles (BF16, 128 x 64) by TMA into the slots after the main ones, l1 into the B
 //       ring, SS BF16 wgmma (no global loads on the consumers' path).
+//   A_SS (ATILES): the consumers read the dequant teams' FP16 A tiles by SS wgmma instead of ldmatrix (the teams
+//       fence their writes for the async proxy; a tile is released once its wgmmas retired), so nothing on the
+//       consumers' path but wgmma issue; only B is copied to FP16 by a launch before.
 //   PERSIST (A16): a grid of at most one CTA per SM; each walks the tiles b, b + gridDim.x, ... and the rings run
 //       on across tiles, so the next tile's first loads overlap this tile's epilogue.
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
@@ -53,7 +56,7 @@
 namespace svdq_k {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false, bool PERSIST = false>
+          bool A16 = false, bool PERSIST = false, bool A_SS = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -118,6 +121,7 @@ struct Sm90WsConfig {
   static_assert(!A16 || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0 && BN == 256),
                 "sm90 ws: FP16 A (SS wgmma) in the single-CTA FP16-B layout with one producer warpgroup, BN = 256");
   static_assert(!PERSIST || A16, "sm90 ws: the persistent tile loop is the FP16-A form's");
+  static_assert(!A_SS || (ATILES > 0 && !A16), "sm90 ws: SS wgmma on the A dequant warps' tiles needs ATILES");
 };
 
 // One k16 part of the tile, D[64 x N] += A-fragment x B-tile part, as m64nNk16 or as two m64n(N/2)k16 on the two
@@ -135,10 +139,22 @@ SVDQ_DEV void wgmma_rs_part(float* acc, const u32* af, u32 b_part) {
   }
 }
 
+// The SS form of wgmma_rs_part (FP16): A from a shared-memory descriptor.
+template <int N, bool HALVES>
+SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
+  if constexpr (HALVES) {
+    static_assert(N == 256, "wgmma_ss_part: halves of m64n256k16");
+    wgmma_m64n128k16_f16(acc, a_desc, wgmma_desc_sw128(b_part));
+    wgmma_m64n128k16_f16(acc + N / 4, a_desc, wgmma_desc_sw128(b_part + (N / 2) * 128));
+  } else {
+    wgmma_ss_f16<N>(acc, a_desc, wgmma_desc_sw128(b_part));
+  }
+}
+
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false, bool PERSIST = false>
+          bool A16 = false, bool PERSIST = false, bool A_SS = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -321,7 +337,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
             }
           }
         }
-        __syncwarp();  // the warp's tile writes, before lane 0's arrival (release) publishes them to ldmatrix
+        if constexpr (A_SS) fence_proxy_async_shared();  // (SS wgmma reads the tile through the async proxy)
+        __syncwarp();  // the warp's tile writes, before lane 0's arrival (release) publishes them to the consumers
         if (lane == 0) mbar_arrive(full_a + 8 * as);
       }
       return;
@@ -593,6 +610,27 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       store_tile();
     }
     return;
+  } else if constexpr (A_SS) {
+    // SS wgmma on the dequant teams' FP16 A tiles (this warpgroup's 64 rows) and the B tiles; wait<1> after each
+    // commit retires the previous tile's group, whose A tile and B tile are then released.
+    const u32 a_rows = (u32)(ct >> 7) * 64 * 128;
+    for (int it = 0; it < num_main; ++it) {
+      const int as = it % ATILES, bs = it % BSTAGES;
+      mbar_wait(full_a + 8 * as, (it / ATILES) & 1);
+      mbar_wait(full_b + 8 * bs, (it / BSTAGES) & 1);
+      const u64 ad = wgmma_desc_sw128(base + C::kOffATiles + as * C::kATile + a_rows);
+      const u32 bt = btiles + bs * C::kBTile;
+      wgmma_fence();
+#pragma unroll
+      for (int part = 0; part < 4; ++part) wgmma_ss_part<BN, kHalves>(acc, ad + 2 * part, bt + part * 32);
+      wgmma_commit();
+      wgmma_wait_acc<BN, 1>(acc);
+      if (it >= 1) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_a + 8 * ((it - 1) % ATILES));
+        release_b(it - 1);
+      }
+    }
   } else if constexpr (B16) {
     // Nothing else takes the consumers' time, so fragments are built a whole K tile at a time into two buffers
     // while the other tile's four k16 wgmmas run (double_buffered_k_loop; release_b frees a B tile).

@@ -61,7 +61,7 @@ Build sm90(const std::string& id, int stages) {
 
 // Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
-              int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false) {
+              int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -77,6 +77,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.a_tiles = a_tiles;
   b.fp16_a = fp16_a;
   b.persistent = persistent;
+  b.a_ss = a_ss;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
@@ -187,6 +188,7 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws16_bn256_s8_b4_a2_d2", 256, 8, 4, 2, true, 1, 2),
       sm90_ws("sm90_ws16a_bn256_s4_b4", 256, 4, 4, 1, true, 1, 0, true),
       sm90_ws("sm90_ws16a_bn256_s4_b4_pers", 256, 4, 4, 1, true, 1, 0, true, true),
+      sm90_ws("sm90_ws16_bn256_s4_b4_a4_d2_ss", 256, 4, 4, 2, true, 1, 4, false, false, true),
   };
 }
 
@@ -238,7 +240,7 @@ std::string Build::description() const {
       else if (fp16_b) os << "B as FP16 from a launch before it (TMA into the B tiles), "
                      << "a producer warp"
                      << (a_tiles > 0 ? " + " + std::to_string(dq_wgs) + " team(s) of 3 warps dequantizing A into " + std::to_string(a_tiles) +
-                                           " FP16 tiles (ldmatrix fragments)" : "")
+                                           " FP16 tiles (" + (a_ss ? "SS wgmma" : "ldmatrix fragments") + ")" : "")
                      << " + 2 RS-wgmma consumer warpgroups, "
                      << (cluster > 1 ? "clusters of " + std::to_string(cluster) + " row tiles sharing the B tiles (TMA multicast), " : "");
       else if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
@@ -368,7 +370,8 @@ std::string render(const Build& b) {
       const std::string ws_tail = std::string(b.fp16_b || more ? (b.fp16_b ? ", true" : ", false") : "") +
                                   (more ? ", " + std::to_string(b.cluster) : "") +
                                   (b.a_tiles > 0 || b.fp16_a ? ", " + std::to_string(b.a_tiles) : "") +
-                                  (b.fp16_a ? ", true" : "") + (b.persistent ? ", true" : "");
+                                  (b.fp16_a ? ", true" : "") + (b.persistent ? ", true" : "") +
+                                  (b.a_ss ? ", false, false, true" : "");
       os << "#include \"sm90/sm90_svdq_ws.cuh\"\n"
          << "static_assert(svdq_k::Sm90WsConfig<" << b.bn << ", " << b.stages << ", " << b.tile_bufs << ", " << b.dq_wgs
          << ws_tail << ">::kSmem == " << b.smem_bytes << ", \"registry smem_bytes differs from the kernel's\");\n"

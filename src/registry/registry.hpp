@@ -49,6 +49,7 @@ struct Build {
   bool fp16_b = false;  // Sm90Ws (with dq_wgs = 1): B read as FP16 from a smxx_dequant_fp16 launch before the GEMM
   bool fp16_a = false;  // Sm90Ws (with fp16_b, bn = 256): A read as FP16 too (a second copy launch), SS wgmma
   bool persistent = false;  // Sm90Ws (fp16_a): a grid of at most one CTA per SM looping over the tiles
+  bool a_ss = false;  // Sm90Ws (a_tiles): the consumers read the A dequant teams' FP16 tiles by SS wgmma
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   std::string kernel_name;  // extern "C" entry point in the unit

@@ -212,6 +212,7 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
     if (b.program != reg::Program::Sm90SwapA16) {
       EXPECT_EQ(b.producers, 1);
     }
+    EXPECT_TRUE(!b.a_ss || (b.a_tiles > 0 && !b.fp16_a));  // SS on the A dequant teams' tiles
     if (b.a_tiles > 0) {
       EXPECT_EQ(b.program, reg::Program::Sm90Ws);
       EXPECT_TRUE(b.fp16_b && b.cluster == 1 && b.a_tiles >= 2);
