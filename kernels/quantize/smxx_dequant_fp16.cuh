@@ -20,10 +20,19 @@ SVDQ_DEV void smxx_dequant_fp16(const DequantParams& p) {
   const i64 words = p.k / 8;
   const i64 idx = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= p.m * words) return;
-  const i64 r = idx / words, w = idx % words;
   const u32 q = reinterpret_cast<const u32*>(p.a)[idx];  // rows are K/2 bytes = `words` words long
   const i64 sf_cols = (p.k / 16 + 3) / 4 * 4;
-  const u32 s = half2_lo_lo(scale2_half2_x128(p.a_sf[sf_swizzled_offset(r, w / 2, sf_cols)]));
+  // The scale of word w of row r (K group w / 2). The copy's word is word idx of the output too (same row length in
+  // words). Below 2^32 words (any tensor one GPU holds today) the row / word split and the swizzled offset are
+  // computed in unsigned 32-bit arithmetic: the kernel was instruction-bound on the 64-bit signed forms.
+  i64 sf_off;
+  if (p.m * words <= 0xFFFFFFFFll && p.m * sf_cols <= 0xFFFFFFFFll) {
+    const u32 w32 = (u32)words, r = (u32)idx / w32, c = ((u32)idx - r * w32) >> 1;
+    sf_off = (i64)((r >> 7) * ((u32)sf_cols >> 2) * 512u + (c >> 2) * 512u + (r & 31u) * 16u + ((r >> 5) & 3u) * 4u + (c & 3u));
+  } else {
+    sf_off = sf_swizzled_offset(idx / words, (idx % words) / 2, sf_cols);
+  }
+  const u32 s = half2_lo_lo(scale2_half2_x128(p.a_sf[sf_off]));
   u32 o[4];
   dequant8_f16(q, s, o);
   uint4 v;
@@ -31,7 +40,7 @@ SVDQ_DEV void smxx_dequant_fp16(const DequantParams& p) {
   v.y = o[1];
   v.z = o[2];
   v.w = o[3];
-  reinterpret_cast<uint4*>(p.out)[r * words + w] = v;
+  reinterpret_cast<uint4*>(p.out)[idx] = v;
 }
 
 }  // namespace svdq_k
