@@ -79,10 +79,13 @@ SVDQ_HD u32 bf16_from_float(float x) {
 SVDQ_HD float bf16_to_float(u32 h) { return f32_from_bits(h << 16); }
 
 // ---- the 128x4 swizzled scale layout (SPEC §1) ----
-// Byte offset of scale (r, c) for a matrix with `cols_padded` = ceil(C/4)*4 scale columns.
-SVDQ_HD i64 sf_swizzled_offset(i64 r, i64 c, i64 cols_padded) {
+// Byte offset of scale (r, c) for a matrix with `cols_padded` = ceil(C/4)*4 scale columns, in the integer type I
+// (u32 where every offset fits: the divisions become shifts and masks).
+template <typename I>
+SVDQ_HD I sf_swizzled_offset_in(I r, I c, I cols_padded) {
   return (r / 128) * (cols_padded / 4) * 512 + (c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + (c % 4);
 }
+SVDQ_HD i64 sf_swizzled_offset(i64 r, i64 c, i64 cols_padded) { return sf_swizzled_offset_in<i64>(r, c, cols_padded); }
 
 // ---- the SPEC §1 block quantizer: 16 values -> 16 E2M1 codes (8 bytes) + one E4M3 scale ----
 // amax = max|x|; s = RN_e4m3_satfinite(gs * (amax / 6)); q = RN_e2m1_satfinite(x * (gs / float(s))), 0 where s == 0.

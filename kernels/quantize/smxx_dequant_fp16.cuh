@@ -28,7 +28,7 @@ SVDQ_DEV void smxx_dequant_fp16(const DequantParams& p) {
   i64 sf_off;
   if (p.m * words <= 0xFFFFFFFFll && p.m * sf_cols <= 0xFFFFFFFFll) {
     const u32 w32 = (u32)words, r = (u32)idx / w32, c = ((u32)idx - r * w32) >> 1;
-    sf_off = (i64)((r >> 7) * ((u32)sf_cols >> 2) * 512u + (c >> 2) * 512u + (r & 31u) * 16u + ((r >> 5) & 3u) * 4u + (c & 3u));
+    sf_off = sf_swizzled_offset_in<u32>(r, c, (u32)sf_cols);
   } else {
     sf_off = sf_swizzled_offset(idx / words, (idx % words) / 2, sf_cols);
   }
