@@ -54,6 +54,17 @@ SVDQ_DEV void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
+// 2-D TMA tile store from shared memory (one bulk group; rows / columns outside the tensor are not written).
+SVDQ_DEV void tma_store_2d(const TmaDesc* map, u32 src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<u64>(map)),
+               "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+}
+// Commits this thread's bulk stores and waits until they have read their shared-memory source.
+SVDQ_DEV void bulk_store_commit_and_wait_read() {
+  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
 SVDQ_DEV void tma_prefetch_desc(const TmaDesc* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(map)) : "memory");
 }

@@ -98,19 +98,23 @@ SVDQ_DEV void store_acc_tile(const MmParams& p, float alpha, i64 m0, i64 n0, int
   for (int j = 0; j < N / 8; ++j) store_fragment(p, alpha, row0, col0 + 8 * j, acc + 4 * j);
 }
 
+// The bias values of a swap-AB thread's two output columns col0 and col0 + 8 (0 without bias or past N), for
+// store_acc_tile_t / stage_acc_tile_t. The swap-A16 program loads them before its K loop, off the epilogue's path
+// (the epilogue's ~3 000 cycles per CTA measured on the H200 were its scattered stores, not these loads).
+SVDQ_DEV void load_bias_t(const MmParams& p, i64 col0, float* b) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) b[h] = p.bias && col0 + 8 * h < p.n ? bf16_to_float(p.bias[col0 + 8 * h]) : 0.0f;
+}
+
 // The swap-AB epilogue of a thread (fragment rows are output columns, fragment columns output rows): output
 // columns col0 and col0 + 8, output rows row0 + 8j, row0 + 8j + 1 for j < BM / 8, acc[4j] = (col0, row0 + 8j),
-// acc[4j + 1] = (col0, row0 + 8j + 1), acc[4j + 2] and acc[4j + 3] the same rows of col0 + 8. The two bias values
-// are loaded once, before any store. Same arithmetic per element as store_fragment.
+// acc[4j + 1] = (col0, row0 + 8j + 1), acc[4j + 2] and acc[4j + 3] the same rows of col0 + 8; b: load_bias_t's
+// values. Same arithmetic per element as store_fragment.
 template <int BM>
-SVDQ_DEV void store_acc_tile_t(const MmParams& p, float alpha, i64 col0, i64 row0, const float* acc) {
+SVDQ_DEV void store_acc_tile_t(const MmParams& p, float alpha, const float* b, i64 col0, i64 row0, const float* acc) {
   bool ok[2];
-  float b[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    ok[h] = col0 + 8 * h < p.n;
-    b[h] = p.bias && ok[h] ? bf16_to_float(p.bias[col0 + 8 * h]) : 0.0f;
-  }
+  for (int h = 0; h < 2; ++h) ok[h] = col0 + 8 * h < p.n;
 #pragma unroll
   for (int j = 0; j < BM / 8; ++j) {
 #pragma unroll
@@ -126,6 +130,28 @@ SVDQ_DEV void store_acc_tile_t(const MmParams& p, float alpha, i64 col0, i64 row
       }
     }
   }
+}
+
+// The swap-AB epilogue into shared memory: a thread's values (as store_acc_tile_t, same arithmetic) as BF16 into
+// `tile`, BM output rows x 64 output columns (128-byte rows, the 128-byte swizzle: 16-byte chunk q of row m at
+// q ^ (m mod 8); 1024-byte aligned), for one TMA store of the whole tile. col: the thread's first column in the
+// tile (16 w + g for warp w, quad row g), row: its first row (2c for quad lane c). With the swizzle each store
+// instruction's 32 lanes hit distinct banks.
+template <int BM>
+SVDQ_DEV void stage_acc_tile_t(u32 tile, float alpha, const float* b, bool has_bias, int col, int row,
+                               const float* acc) {
+#pragma unroll
+  for (int j = 0; j < BM / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int m = row + 8 * j + e, n = col + 8 * h;
+        const float x = acc[4 * j + 2 * h + e];
+        const float v = has_bias ? __fmaf_rn(alpha, x, b[h]) : __fmul_rn(alpha, x);
+        const u32 addr = tile + m * 128 + (((n >> 3) ^ (m & 7)) << 4) + (n & 7) * 2;
+        asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"((u16)(pack_bf16x2(v, 0.0f) & 0xFFFFu)) : "memory");
+      }
 }
 
 }  // namespace svdq_k

@@ -10,6 +10,12 @@
 #define SVDQ_DEV inline
 #endif
 
+// Timeline hooks (bench/micro/swap_a16_trace.cu): SVDQ_TRACE(point, tile) marks a pipeline event in a program;
+// it expands to nothing unless the translation unit defines SVDQ_TRACE before including the program.
+#ifndef SVDQ_TRACE
+#define SVDQ_TRACE(point, tile)
+#endif
+
 namespace svdq_k {
 
 typedef unsigned char u8;

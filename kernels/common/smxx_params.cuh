@@ -32,6 +32,7 @@ struct Sm90WsParams {
   TmaDesc tma_d;   // d [M, r] BF16, box 64 x A rows, 128-byte swizzle (sm90_svdq_swap*, sm90_svdq_ws A16)
   MmParams mm;
   int raster;      // sm90_svdq_ws (CLUSTER = 1): row tiles per raster group, 0 = row-major tile order
+  TmaDesc tma_out;  // sm90_svdq_swap_a16: out [M, N] BF16, box 64 x BM, 128-byte swizzle (the epilogue's store)
 };
 
 struct QuantizeParams {

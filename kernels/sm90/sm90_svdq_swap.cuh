@@ -222,7 +222,9 @@ SVDQ_DEV void sm90_svdq_swap(const Sm90WsParams& P) {
   pdl_launch_dependents();
 
   const float alpha = *p.alpha;
-  store_acc_tile_t<BM>(p, alpha, n0 + ra, m0 + 2 * c, acc);
+  float bias2[2];
+  load_bias_t(p, n0 + ra, bias2);
+  store_acc_tile_t<BM>(p, alpha, bias2, n0 + ra, m0 + 2 * c, acc);
 }
 
 }  // namespace svdq_k

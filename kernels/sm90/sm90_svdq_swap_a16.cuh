@@ -41,7 +41,19 @@
 // tiles: each loads half of the rows by TMA multicast into both, so the activations cross from L2 once per pair
 // (at N = 3072 every A tile is read by 48 CTAs, 70% of the kernel's L2 traffic). A slot is refilled only when the
 // consumers of both CTAs have released it (each arrives on both). Measured on the H200: no faster than CLUSTER = 1
-// (bench/results/2026-12-01_h200_dq_warps_clusters.md).
+// (bench/results/2026-12-01_h200_dq_warps_clusters.md; with 4 producers and 4 teams too, 2026-12-01_h200_small_m_trace.md).
+//
+// With DQW the consumer's path per K tile is a chain of latencies, not tensor-core work (a timeline of the pipeline,
+// bench/micro/swap_a16_trace.cu: ~80-100 cycles per barrier wait or arrival, ~150-300 for the fragment loads and the
+// wgmma issue, against 144 cycles of wgmma work per tile), so it is kept short: the consumer does not wait for the A
+// tile (the team waited for the slot's phase before arriving on the FP16 tile's barrier, which the consumer waits
+// for), one consumer warp (it % 4) releases a slot, and
+//   GROUP = 2: two K tiles per consumer step (8 ldmatrix, 8 wgmmas in one commit group, one wait for the previous
+//       step); an odd last tile runs alone.
+//   FUSED: FP16 tile s is freed with slot s (TSTAGES == STAGES): the team's data wait means its tile is free, and
+//       the consumer makes no arrival for the tile.
+// Epilogue: the BF16 tile staged in ring slot 0 and written by one TMA store (Sm90WsParams::tma_out), ~950 instead
+// of ~3 000 cycles per CTA for 4 BM scattered 2-byte global stores per thread.
 #pragma once
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"
@@ -50,7 +62,7 @@
 namespace svdq_k {
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false>
 struct Sm90SwapA16Config {
   static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
   static constexpr int kDq0 = 128 + 32 * PRODUCERS;   // first dequant thread
@@ -81,12 +93,25 @@ struct Sm90SwapA16Config {
                 "sm90 swap-A16: dequant teams of 2 or 4 warps, STAGES and TSTAGES multiples of TEAMS");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && DQW > 0), "sm90 swap-A16: clusters of 2, with dequant warps");
   static_assert(PRODUCERS >= 1 && PRODUCERS <= STAGES, "sm90 swap-A16: 1 to STAGES producer warps");
+  // GROUP K tiles per consumer step (two fragment buffers of GROUP tiles each, so 4 GROUP tiles may be held).
+  // (Measured slower: pairs on B_REGS fragments, the consumer dequantizing: 19.6 vs 14.7 us at 129 x 3072 x 3072,
+  // bench/results/2026-12-01_h200_small_m_trace.md.)
+  static_assert(GROUP == 1 || (GROUP == 2 && DQW > 0 && STAGES >= 4 * GROUP && TSTAGES >= 2 * GROUP),
+                "sm90 swap-A16: groups of 2 K tiles per consumer step with dequant warps, STAGES >= 8, TSTAGES >= 4");
+  // With dequant warps one consumer warp arrives on a slot's empty barrier: each slot is released after its commit
+  // group of wgmmas retired, which means all four warps had issued them (their fragments loaded from its tile).
+  static constexpr bool kOneReleaser = DQW > 0;
+  // FUSED: FP16 tile s belongs to slot s (TSTAGES == STAGES) and is freed with it, so a team's wait for the slot's
+  // data also means its tile is free and the consumer's fragment loads need no arrival of their own: per K tile the
+  // consumer waits once (for the FP16 tile, which also means its A tile has landed) and one warp arrives once.
+  static_assert(!FUSED || (DQW > 0 && TSTAGES == STAGES && CLUSTER == 1),
+                "sm90 swap-A16: the fused ring needs dequant warps, TSTAGES == STAGES, no clusters");
 };
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
@@ -102,7 +127,8 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, 4 * CLUSTER);  // every consumer warp (of every CTA the slot's A tile goes to)
+      // Every consumer warp (of every CTA the slot's A tile goes to); with dequant warps one warp per CTA (below).
+      mbar_init(empty + 8 * s, (C::kOneReleaser ? 1 : 4) * CLUSTER);
     }
     if constexpr (DQW > 0) {
       for (int s = 0; s < TSTAGES; ++s) {
@@ -113,6 +139,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     mbar_init_fence();
   }
   const u32 crank = sync_after_barrier_init<CLUSTER>();
+  SVDQ_TRACE(9, 0);
   // Only the producer reads what the preceding launch (the FP16 copy of A) writes, so only it waits for that grid
   // (programmatic dependent launch): everything else, the weights' first tiles included, starts while it runs.
 
@@ -130,6 +157,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         const u32 slot = ring + s * C::kStage;
         const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
         mbar_wait(full + 8 * s, (it / STAGES) & 1);
+        SVDQ_TRACE(2, it);
         u32 q[kWords];
         if constexpr (kWords == 8) load_packed_row(slot + C::kOffPackB, drow, q);
         else if constexpr (kWords == 4) ld_shared_16(slot + d_pk, q[0], q[1], q[2], q[3]);
@@ -138,7 +166,8 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         u32 sh[4];
         scale4_half2_x128(sw, sh);
         const u32 tile = ring + C::kOffBTiles + ts * C::kBTile;
-        mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
+        if constexpr (!FUSED) mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);  // (FUSED: slot s refilled)
+        SVDQ_TRACE(3, it);
 #pragma unroll
         for (int w = 0; w < kWords; ++w) {
           u32 o[4];
@@ -146,6 +175,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
           st_shared_16(tile + drow * 128 + (((w0 + w) ^ (drow & 7)) << 4), o[0], o[1], o[2], o[3]);
         }
         __syncwarp();  // the warp's tile writes, before lane 0's arrival (release) publishes them to ldmatrix
+        SVDQ_TRACE(4, it);
         if (lane == 0) mbar_arrive(full_t + 8 * ts);
       }
       // Rank tiles: l1 columns 64t.. (BF16, 128-byte swizzle, columns beyond r zero filled) by TMA into the same
@@ -155,7 +185,10 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         if (it % TEAMS != team) continue;
         const int ts = it % TSTAGES;
         const u32 tile = ring + C::kOffBTiles + ts * C::kBTile, bar = full_t + 8 * ts;
-        mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
+        // (FUSED: tile ts is slot ts's. Slot ts's previous tile, it - STAGES, was this team's too (STAGES is a
+        // multiple of TEAMS), and its data wait means the release before that completed: one phase behind at most.)
+        if constexpr (FUSED) mbar_wait(empty + 8 * ts, ((it / STAGES) & 1) ^ 1);
+        else mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
         if (dt == 0) {
           mbar_arrive_expect_tx(bar, C::kBTile);
           tma_load_2d(tile, &P.tma_l1, 64 * (it - num_main), (int)n0, bar);
@@ -174,6 +207,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       tma_prefetch_desc(&P.tma_b);
       tma_prefetch_desc(&P.tma_d);
       if constexpr (DQW > 0) tma_prefetch_desc(&P.tma_l1);
+      SVDQ_TRACE(9, 4);
       const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
       // A column-tile past N (the grid rounded up to whole clusters) loads zeros for B (TMA fill) and no scales.
       const bool n_ok = CLUSTER == 1 || n0 < p.n;
@@ -195,6 +229,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         const int s = it % STAGES;
         const u32 slot = ring + s * C::kStage, bar = full + 8 * s;
         wait_slot(it);
+        SVDQ_TRACE(0, it);
         mbar_arrive_expect_tx(bar, C::kATile + C::kBN * 32 + (n_ok ? 512 : 0));
         tma_load_2d(slot + C::kOffPackB, &P.tma_b, 32 * it, (int)n0, bar);
         if (n_ok) bulk_load(slot + C::kOffSfB, p.b_sf + ((n0 >> 7) * sf_ktiles + it) * 512, 512, bar);
@@ -206,6 +241,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         if (it < num_main) {
           if (it >= early) load_b(it);
           load_a(&P.tma_a, 64 * it, it);
+          SVDQ_TRACE(1, it);
         } else {
           wait_slot(it);
           mbar_arrive_expect_tx(full + 8 * (it % STAGES), C::kATile);
@@ -220,15 +256,23 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   // ---- consumer ----
   const int g = lane >> 2, c = lane & 3;
   const int ra = (tid >> 5) * 16 + g, rb = ra + 8;  // this thread's two B rows in the tile
+  // The epilogue's global inputs, read now (inputs of the op, not of the FP16 copy this launch may overlap).
+  const float alpha = *p.alpha;
+  float bias2[2];
+  load_bias_t(p, n0 + ra, bias2);
   const u32 ok_a = n0 + ra < p.n ? 0xFFFFFFFFu : 0u, ok_b = n0 + rb < p.n ? 0xFFFFFFFFu : 0u;
   const int brow0 = (int)(n0 & 127);  // the tile's first row inside its 128-row scale block
   const u32 sf_a = C::kOffSfB + scale_word_offset(brow0 + ra), sf_b = C::kOffSfB + scale_word_offset(brow0 + rb);
   float acc[kAcc];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-  auto release = [&](int it) {  // every wgmma that read slot `it` is done (this warp waited for them)
+  // Every wgmma that read slot `it` is done (this warp waited for them). With dequant warps the slot's release
+  // follows a retired commit group of wgmmas, whose completion means that all four warps had issued them (and so had
+  // loaded their fragments): one warp arrives, warp it % 4, so each warp makes a quarter of the arrivals.
+  auto release = [&](int it) {
+    SVDQ_TRACE(8, it);
     __syncwarp();
-    if (lane == 0) {
+    if (lane == 0 && (!C::kOneReleaser || (tid >> 5) == (it & 3))) {
       mbar_arrive(empty + 8 * (it % STAGES));
       if constexpr (CLUSTER > 1) mbar_arrive_cluster(empty + 8 * (it % STAGES), crank ^ 1u);  // the peer's copy of A
     }
@@ -236,7 +280,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   // Two B buffers (fragment registers, or FP16 tiles): while the four k16 wgmmas of tile it (one commit group) run
   // on the tensor cores from one, the warps wait for tile it+1's slot and fill the other (the wait<1> before that
   // retires tile it-1, the last reader of that buffer and of its slot, which is then released).
-  u32 fa[16], fb[16];
+  u32 fa[16 * GROUP], fb[16 * GROUP];
   // !B_REGS: thread t dequantizes words 4h..4h+3 (K groups 2h, 2h+1) of B row t / 2, h = t % 2.
   const int wrow = tid >> 1, wh = tid & 1;
   const u32 w_ok = n0 + wrow < p.n ? 0xFFFFFFFFu : 0u;
@@ -307,7 +351,9 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   const int lrow = (tid >> 5) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, lhalf = lane >> 4;
   auto load_frags = [&](int it, u32* f) {
     const int ts = it % TSTAGES;
+    SVDQ_TRACE(10, it);
     mbar_wait(full_t + 8 * ts, (it / TSTAGES) & 1);
+    SVDQ_TRACE(5, it);
     const u32 row = ring + C::kOffBTiles + ts * C::kBTile + lrow * 128;
 #pragma unroll
     for (int part = 0; part < 4; ++part)
@@ -315,24 +361,70 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
                   f[4 * part + 3]);
   };
   auto release_t = [&](int it) {  // the fragments are in registers (the wgmmas read them): the tile is free
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty_t + 8 * (it % TSTAGES));
+    if constexpr (!FUSED) {  // (FUSED: freed with its slot)
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_t + 8 * (it % TSTAGES));
+    }
   };
   auto issue_rs = [&](int it, const u32* f) {  // the F16 RS wgmmas of main tile `it` on fragments f
+    // No wait for the A tile: the dequant warps waited for the slot's phase (its A tile and packed B came on the
+    // same barrier) before they arrived on the FP16 tile's barrier, which this warp has waited for.
     const int s = it % STAGES;
-    mbar_wait(full + 8 * s, (it / STAGES) & 1);  // the A tile (the dequant warps waited for the same phase)
+    SVDQ_TRACE(6, it);
     const u64 desc = wgmma_desc_sw128(ring + s * C::kStage);
     wgmma_fence();
 #pragma unroll
     for (int part = 0; part < 4; ++part) wgmma_rs_f16<BM>(acc, f + 4 * part, desc + 2 * part);
     wgmma_commit();
+    SVDQ_TRACE(7, it);
     release_t(it);
   };
 
-  if constexpr (DQW > 0) double_buffered_k_loop<BM>(num_main, acc, fa, fb, load_frags, issue_rs, release);
-  else double_buffered_k_loop<BM>(num_main, acc, fa, fb, build, issue, release);
-  wgmma_wait_acc<BM, 0>(acc);
-  release(num_main - 1);
+  if constexpr (GROUP > 1) {
+    // Two K tiles per consumer step: one wait for the previous step, 8 LDSM, 8 wgmmas in one commit group, so the
+    // step's fixed latencies (barrier waits, fragment loads, warpgroup arrival; ~450 cycles per step measured on
+    // the H200 by bench/micro/swap_a16_trace.cu, against 144 of tensor-core work per tile) are paid once per two
+    // tiles. An odd last tile runs alone after the pairs.
+    const int pairs = num_main / 2;
+    auto load_pair = [&](int st, u32* f) {
+      load_frags(2 * st, f);
+      load_frags(2 * st + 1, f + 16);
+    };
+    auto issue_pair = [&](int st, const u32* f) {
+      const int it = 2 * st, s0 = it % STAGES, s1 = (it + 1) % STAGES;
+      SVDQ_TRACE(6, it);  // (the A tiles: as issue_rs)
+      const u64 d0 = wgmma_desc_sw128(ring + s0 * C::kStage), d1 = wgmma_desc_sw128(ring + s1 * C::kStage);
+      wgmma_fence();
+#pragma unroll
+      for (int part = 0; part < 4; ++part) wgmma_rs_f16<BM>(acc, f + 4 * part, d0 + 2 * part);
+#pragma unroll
+      for (int part = 0; part < 4; ++part) wgmma_rs_f16<BM>(acc, f + 16 + 4 * part, d1 + 2 * part);
+      wgmma_commit();
+      SVDQ_TRACE(7, it);
+      release_t(it);
+      release_t(it + 1);
+    };
+    auto release_pair = [&](int st) {
+      release(2 * st);
+      release(2 * st + 1);
+    };
+    if (pairs > 0) {
+      double_buffered_k_loop<BM>(pairs, acc, fa, fb, load_pair, issue_pair, release_pair);
+      wgmma_wait_acc<BM, 0>(acc);
+      release_pair(pairs - 1);
+    }
+    if (num_main & 1) {
+      load_frags(num_main - 1, fa);
+      issue_rs(num_main - 1, fa);
+      wgmma_wait_acc<BM, 0>(acc);
+      release(num_main - 1);
+    }
+  } else {
+    if constexpr (DQW > 0) double_buffered_k_loop<BM>(num_main, acc, fa, fb, load_frags, issue_rs, release);
+    else double_buffered_k_loop<BM>(num_main, acc, fa, fb, build, issue, release);
+    wgmma_wait_acc<BM, 0>(acc);
+    release(num_main - 1);
+  }
   // The main term back to its true scale (exact, a power of two) before the rank steps.
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
@@ -354,10 +446,21 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     }
   }
   wgmma_wait_acc<BM, 0>(acc);
+  SVDQ_TRACE(9, 1);
   pdl_launch_dependents();
+  SVDQ_TRACE(9, 3);
 
-  const float alpha = *p.alpha;
-  store_acc_tile_t<BM>(p, alpha, n0 + ra, m0 + 2 * c, acc);
+  // The output tile through shared memory (ring slot 0: every load has landed and been read, every wgmma has
+  // retired) and one TMA store, instead of 4 BM scattered 2-byte global stores per thread (~3 000 cycles on the
+  // H200, bench/micro/swap_a16_trace.cu). Rows past M and columns past N are clipped by the tensor map.
+  stage_acc_tile_t<BM>(ring, alpha, bias2, p.bias != nullptr, ra, 2 * c, acc);
+  fence_proxy_async_shared();  // this thread's tile writes, before the TMA store (async proxy) reads them
+  named_barrier_sync(2, 128);
+  if (tid == 0) {
+    tma_store_2d(&P.tma_out, ring, (int)n0, (int)m0);
+    bulk_store_commit_and_wait_read();  // the source stays allocated until the CTA exits
+  }
+  SVDQ_TRACE(9, 2);
   if constexpr (CLUSTER > 1) cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 }
 

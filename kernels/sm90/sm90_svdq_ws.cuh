@@ -445,6 +445,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   float acc[kAcc];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  const float alpha = *p.alpha;  // read before the K loop, not on the epilogue's path (an op input, not a copy's)
 
   // This thread's words of B rows 128..BN-1 of main tile `it` into the B ring.
   auto b_share = [&](int it, u32 slot, u32 mask) {
@@ -546,7 +547,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   };
   auto store_tile = [&] {  // the epilogue (every wgmma has retired)
     pdl_launch_dependents();
-    store_acc_tile<BN>(p, *p.alpha, m0, n0, 128, m0 + ra, c, acc);
+    store_acc_tile<BN>(p, alpha, m0, n0, 128, m0 + ra, c, acc);
   };
   // After the main K loop (the forms other than A16): the rank steps, the epilogue.
   auto finish_tile = [&] {

@@ -150,6 +150,10 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, bn, 32);
       jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, bm, 128);
       jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);  // dequant-warp builds
+      // The epilogue's TMA store of each CTA's whole BM x 64 output tile (with clusters too; N % 32 == 0 and
+      // 16-byte aligned tensors: validated).
+      jit::encode_tma_2d(&wp.tma_out, out, 2, static_cast<uint64_t>(dm.n), static_cast<uint64_t>(dm.m), static_cast<uint64_t>(dm.n) * 2,
+                         64, static_cast<uint32_t>(build.bm), 128);
       return wp;
     });
     return;

@@ -111,7 +111,7 @@ Build sm90_swap(const std::string& id, int bm, int stages, int tstages, int team
 
 // Mirrors Sm90SwapA16Config in kernels/sm90/sm90_svdq_swap_a16.cuh (the rendered unit static_asserts the size).
 Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int dq_warps = 0, int tstages = 2,
-                    int cluster = 1, int producers = 1, int teams = 1) {
+                    int cluster = 1, int producers = 1, int teams = 1, int group = 1, bool fused = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90SwapA16;
@@ -126,6 +126,8 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
   b.producers = producers;
   b.teams = teams;  // dequant teams taking the K tiles in turn
   b.team_warps = dq_warps / teams;
+  b.group = group;
+  b.fused = fused;
   b.threads = 128 + 32 * producers + 32 * dq_warps;  // 1 consumer warpgroup, the producer warps (+ dequant warps)
   const int64_t a_rows = int64_t(cluster) * a16_rows_per_cta(b);  // the A tile area of a slot
   const int64_t stage = (a_rows * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
@@ -185,6 +187,9 @@ std::vector<Build> make_builds() {
       sm90_swap_a16("sm90_a16_bm72_s12_t8_dq8_g4_p4", 72, 12, false, 8, 8, 1, 4, 4),
       sm90_swap_a16("sm90_a16_bm72_s8_t8_dq8_g4_p4", 72, 8, false, 8, 8, 1, 4, 4),
       sm90_swap_a16("sm90_a16_bm136_s8_t8_dq8_g4_p4", 136, 8, false, 8, 8, 1, 4, 4),
+      sm90_swap_a16("sm90_a16_bm72_s8_t8_dq8_g4_p4_c2", 72, 8, false, 8, 8, 2, 4, 4),
+      sm90_swap_a16("sm90_a16_bm72_s8_f_dq8_g4_p4_x2", 72, 8, false, 8, 8, 1, 4, 4, 2, true),
+      sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", 72, 16, false, 8, 4, 1, 4, 4, 2),
       sm90_ws("sm90_ws16_bn256_s8_b4_a2_d2", 256, 8, 4, 2, true, 1, 2),
       sm90_ws("sm90_ws16a_bn256_s4_b4", 256, 4, 4, 1, true, 1, 0, true),
       sm90_ws("sm90_ws16a_bn256_s4_b4_pers", 256, 4, 4, 1, true, 1, 0, true, true),
@@ -263,7 +268,9 @@ std::string Build::description() const {
          << (producers > 1 ? std::to_string(producers) + " producer warps taking the slots in turn" : "a producer warp") << ", 1 "
          << "consumer warpgroup ";
       if (dq_warps > 0) os << "(RS wgmma on ldmatrix fragments) and " << dq_warps << " warps dequantizing B into a ring of " << tile_bufs << " FP16 tiles"
-                           << (teams > 1 ? " (" + std::to_string(teams) + " teams taking the K tiles in turn)" : "") << ", ";
+                           << (teams > 1 ? " (" + std::to_string(teams) + " teams taking the K tiles in turn)" : "")
+                           << (fused ? " freed with their slots" : "")
+                           << (group > 1 ? ", " + std::to_string(group) + " K tiles per consumer step" : "") << ", ";
       else os << "dequantizing B into " << (tile_bufs == 0 ? "RS fragments" : "2 FP16 tiles (SS wgmma)") << ", ";
       if (cluster > 1) os << "clusters of " << cluster << " CTAs sharing the A tiles (TMA multicast), ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
@@ -402,7 +409,8 @@ std::string render(const Build& b) {
                                      : "") +
                                 (b.cluster > 1 || b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.cluster) : "") +
                                 (b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.producers) : "") +
-                                (b.teams > 1 ? ", " + std::to_string(b.teams) : "");
+                                (b.teams > 1 || b.group > 1 || b.fused ? ", " + std::to_string(b.teams) : "") +
+                                (b.group > 1 || b.fused ? ", " + std::to_string(b.group) + (b.fused ? ", true" : ", false") : "");
       os << "#include \"sm90/sm90_svdq_swap_a16.cuh\"\n"
          << "static_assert(svdq_k::Sm90SwapA16Config<" << targs << ">::kSmem == " << b.smem_bytes
          << ", \"registry smem_bytes differs from the kernel's\");\n"

@@ -43,6 +43,10 @@ struct Build {
   // Sm90SwapA16: warps issuing the TMA loads, taking the slots in turn (it % producers): one thread's copies
   // complete one after another (bench/results/2026-12-01_h200_tma_ingest.md).
   int producers = 1;
+  // Sm90SwapA16 (dq_warps): K tiles per consumer step (1 or 2), and the fused ring (tile_bufs == stages: FP16 tile s
+  // freed with slot s, one wait and one arrival per K tile on the consumer's path).
+  int group = 1;
+  bool fused = false;
   // Sm90Ws (fp16_b): 0 = the consumers dequantize A into RS fragments; n = warps 1-3 dequantize it into n FP16
   // tiles that the consumers read with ldmatrix.
   int a_tiles = 0;

@@ -242,7 +242,8 @@ TEST(GpuMmDeterminism, AllBuildsAgreeBitwise) {
     if (svdq::registry::is_gemm(*b)) ids.push_back(b->id);
   ASSERT_GE(ids.size(), cc == 90 ? 5u : 1u);
   for (const Shape& s : {make_shape(129, 3072, 3072, 96, true), make_shape(1, 4096, 12288, 32, false),
-                         make_shape(1000, 3072, 3072, 256, true), make_shape(130, 160, 96, 48, true)})
+                         make_shape(1000, 3072, 3072, 256, true), make_shape(130, 160, 96, 48, true),
+                         make_shape(130, 160, 160, 48, false)})  // 3 K tiles (the last one half): an odd tile count
     expect_builds_agree(s, seed_for(s, 2004), ids);
 }
 

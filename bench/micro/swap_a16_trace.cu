@@ -1,0 +1,200 @@
+// Timeline of the small-M swap-A16 program's pipeline: the program itself (kernels/sm90/sm90_svdq_swap_a16.cuh,
+// unchanged) compiled with its SVDQ_TRACE hooks recording clock64() per event and K tile for three CTAs, at
+// 129 x 3072 x K (rank 32, with bias), cold L2. Prints, per configuration, the mean cycles between the events over
+// the steady-state tiles (the first and last 8 left out) and a few tiles' raw timelines.
+//
+// Events (tile it): 0 producer found the slot free, 1 producer issued the slot's loads, 2 dequant team saw the data,
+// 3 team found its FP16 tile free, 4 team wrote it, 5 consumer saw the FP16 tile, 6 consumer saw the A tile,
+// 7 consumer issued the tile's wgmmas, 8 consumer released the slot (its wgmmas retired); 9: kernel start (it 0),
+// main loop and rank steps done (1), epilogue stored (2), dependents launched (3), tensor maps prefetched (4);
+// 10 consumer about to wait for an FP16 tile.
+//
+// Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/swap_a16_trace.cu -o t
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+constexpr int kTraceCtas = 3, kEvents = 11, kMaxTiles = 256;
+__device__ long long g_trace[kTraceCtas][kEvents][kMaxTiles];
+
+// CTA 0, the middle column tile of row tile 0, and the last CTA.
+__device__ __forceinline__ void trace_point(int point, int it) {
+  const int cta = blockIdx.y * gridDim.x + blockIdx.x;
+  const int sel = cta == 0 ? 0 : cta == (int)gridDim.x / 2 ? 1 : cta == (int)(gridDim.x * gridDim.y) - 1 ? 2 : -1;
+  if (sel >= 0 && (threadIdx.x & 31) == 0 && it >= 0 && it < kMaxTiles) g_trace[sel][point][it] = clock64();
+}
+#define SVDQ_TRACE(point, it) trace_point(point, it)
+#include "sm90/sm90_svdq_swap_a16.cuh"
+
+using namespace svdq_k;
+
+#define KERNEL(name, ...)                                                                            \
+  extern "C" __global__ void __launch_bounds__(Sm90SwapA16Config<__VA_ARGS__>::kThreads, 1)          \
+      name(const __grid_constant__ Sm90WsParams p) {                                                  \
+    sm90_svdq_swap_a16<__VA_ARGS__>(p);                                                               \
+  }
+// BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP
+// The registry's sm90_a16_bm72_s8_t8_dq8_g4_p4, _s8_f_dq8_g4_p4_x2 and _s16_t4_dq8_g4_p4_x2, and forms measured
+// slower (bench/results/2026-12-01_h200_small_m_trace.md).
+KERNEL(s8_t8_g4_p4, 72, 8, false, 8, 8, 1, 4, 4)
+KERNEL(s8_f_g4_p4_x2, 72, 8, false, 8, 8, 1, 4, 4, 2, true)
+KERNEL(s12_t8_g4_p4_x2, 72, 12, false, 8, 8, 1, 4, 4, 2)
+KERNEL(s16_t4_g4_p4_x2, 72, 16, false, 8, 4, 1, 4, 4, 2)
+KERNEL(s10_f_g2_p4_x2, 72, 10, false, 8, 10, 1, 4, 2, 2, true)
+KERNEL(s14_t6_g2_p4_x2, 72, 14, false, 8, 6, 1, 4, 2, 2)
+
+static void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static EncodeFn encode = nullptr;
+
+// As jit::encode_tma_2d: [rows, cols] of 1- or 2-byte elements, box box_cols x box_rows.
+static void map2d(TmaDesc* out, void* base, int esize, long long cols, long long rows, int box_cols, int box_rows,
+                  int swizzle) {
+  const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)(cols * esize)};
+  const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
+  const cuuint32_t es[2] = {1, 1};
+  const CUresult r = encode(reinterpret_cast<CUtensorMap*>(out),
+                            esize == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base,
+                            dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_32B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d)\n", (int)r);
+    std::exit(1);
+  }
+}
+
+template <typename Kern>
+static void run(const char* label, Kern kern, int smem, int threads, long long K, void* flush) {
+  const long long M = 129, N = 3072, R = 32, BM = 72;
+  void *a16, *b, *bsf, *alpha, *d, *l1, *bias, *out;
+  const long long sf_rows = (N + 127) / 128 * 128, sf_cols = (K / 16 + 3) / 4 * 4;
+  check(cudaMalloc(&a16, M * K * 2), "malloc");
+  check(cudaMalloc(&b, N * K / 2), "malloc");
+  check(cudaMalloc(&bsf, sf_rows * sf_cols), "malloc");
+  check(cudaMalloc(&alpha, 4), "malloc");
+  check(cudaMalloc(&d, M * R * 2), "malloc");
+  check(cudaMalloc(&l1, N * R * 2), "malloc");
+  check(cudaMalloc(&out, M * N * 2), "malloc");
+  check(cudaMalloc(&bias, N * 2), "malloc");
+  cudaMemset(bias, 0, N * 2);
+  cudaMemset(a16, 0, M * K * 2);
+  cudaMemset(b, 0x11, N * K / 2);
+  cudaMemset(bsf, 0x38, sf_rows * sf_cols);
+  const float one = 1.0f;
+  cudaMemcpy(alpha, &one, 4, cudaMemcpyHostToDevice);
+  cudaMemset(d, 0, M * R * 2);
+  cudaMemset(l1, 0, N * R * 2);
+  Sm90WsParams p{};
+  p.mm.a_sf = nullptr;
+  p.mm.b = static_cast<const u8*>(b);
+  p.mm.b_sf = static_cast<const u8*>(bsf);
+  p.mm.alpha = static_cast<const float*>(alpha);
+  p.mm.d = static_cast<const u16*>(d);
+  p.mm.l1 = static_cast<const u16*>(l1);
+  p.mm.out = static_cast<u16*>(out);
+  p.mm.bias = static_cast<const u16*>(bias);
+  p.mm.m = M;
+  p.mm.n = N;
+  p.mm.k = K;
+  p.mm.rank = R;
+  map2d(&p.tma_a, a16, 2, K, M, 64, BM, 128);
+  map2d(&p.tma_b, b, 1, K / 2, N, 32, 64, 32);
+  map2d(&p.tma_d, d, 2, R, M, 64, BM, 128);
+  map2d(&p.tma_l1, l1, 2, R, N, 64, 64, 128);
+  map2d(&p.tma_out, out, 2, N, M, 64, BM, 128);
+  check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "smem attribute");
+  const dim3 grid((unsigned)(N / 64), (unsigned)((M + BM - 1) / BM));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  float ms = 0;
+  for (int rep = 0; rep < 3; ++rep) {  // warm-up, then cold-L2 launches; the last one's trace is printed
+    cudaMemset(flush, rep, 256u << 20);
+    cudaEventRecord(e0);
+    kern<<<grid, threads, smem>>>(p);
+    cudaEventRecord(e1);
+    check(cudaEventSynchronize(e1), label);
+    cudaEventElapsedTime(&ms, e0, e1);
+  }
+  std::vector<long long> t(kTraceCtas * kEvents * kMaxTiles);
+  check(cudaMemcpyFromSymbol(t.data(), g_trace, t.size() * sizeof(long long)), "trace");
+  const int tiles = (int)(K / 64);
+  std::printf("== %s, K = %lld (%d main tiles): kernel %.2f us (events, incl. launch)\n", label, K, tiles, ms * 1e3f);
+  for (int c = 0; c < kTraceCtas; ++c) {
+    auto at = [&](int e, int it) { return t[(c * kEvents + e) * kMaxTiles + it]; };
+    const long long t0 = at(9, 0);
+    double sum[10] = {0};
+    int n = 0;
+    for (int it = 8; it < tiles - 8; ++it, ++n) {
+      sum[0] += at(1, it) - at(0, it);      // producer: free -> issued
+      sum[1] += at(2, it) - at(1, it);      // issued -> team saw data
+      sum[2] += at(4, it) - at(2, it);      // team: data -> tile written
+      sum[3] += at(3, it) - at(2, it);      //   of which waiting for its FP16 tile
+      sum[4] += at(5, it) - at(4, it);      // written -> consumer saw it
+      sum[5] += at(7, it) - at(5, it);      // consumer: saw tile -> wgmma issued
+      sum[6] += at(8, it) - at(7, it);      // issued -> slot released
+      sum[7] += at(7, it) - at(7, it - 1);  // consumer period
+      sum[9] += at(1, it) - at(1, it - 1);  // producer issue period (all producers)
+    }
+    std::printf("  CTA %d: start->first tile issued %lld, first wgmma %lld, main loop done %lld, stored %lld cycles; "
+                "%.0f cycles per K tile from the first wgmma to the loop's end; maps prefetched %lld, dependents "
+                "launched %lld\n", c, at(1, 0) - t0, at(7, 0) - t0, at(9, 1) - t0, at(9, 2) - t0,
+                (double)(at(9, 1) - at(7, 0)) / tiles, at(9, 4) - t0, at(9, 3) - t0);
+    std::printf("    means over tiles 8..%d: free->issued %.0f | issued->data seen %.0f | team %.0f (waiting for its"
+                " tile %.0f) | written->consumer %.0f | consumer->issued %.0f | issued->released %.0f | consumer "
+                "period %.0f | issue period %.0f\n",
+                tiles - 9, sum[0] / n, sum[1] / n, sum[2] / n, sum[3] / n, sum[4] / n, sum[5] / n, sum[6] / n,
+                sum[7] / n, sum[9] / n);
+    if (c == 0) {
+      std::printf("    tile: free issued data tfree written cons_t cons_a issued released | cons_wait (cycles from start)\n");
+      for (int it = 0; it < tiles; it += (it < 12 || (it >= 32 && it < 44) ? 1 : 4)) {
+        if (it >= 44 && it < tiles - 4) continue;
+        std::printf("    %4d:", it);
+        for (int e = 0; e <= 8; ++e) std::printf(" %7lld", at(e, it) - t0);
+        std::printf(" | %7lld", at(10, it) - t0);
+        std::printf("\n");
+      }
+    }
+  }
+  cudaFree(a16);
+  cudaFree(b);
+  cudaFree(bsf);
+  cudaFree(alpha);
+  cudaFree(d);
+  cudaFree(l1);
+  cudaFree(out);
+  cudaFree(bias);
+}
+
+#define RUN(k, K, ...)                                                                                      \
+  run(#k, k, Sm90SwapA16Config<__VA_ARGS__>::kSmem, Sm90SwapA16Config<__VA_ARGS__>::kThreads, K, flush)
+
+int main() {
+  cudaDriverEntryPointQueryResult q;
+  void* fn = nullptr;
+  check(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q), "entry point");
+  encode = reinterpret_cast<EncodeFn>(fn);
+  void* flush;
+  check(cudaMalloc(&flush, 256u << 20), "malloc");
+  for (long long K : {3072LL, 12288LL}) {
+    RUN(s8_t8_g4_p4, K, 72, 8, false, 8, 8, 1, 4, 4);
+    RUN(s8_f_g4_p4_x2, K, 72, 8, false, 8, 8, 1, 4, 4, 2, true);
+    RUN(s12_t8_g4_p4_x2, K, 72, 12, false, 8, 8, 1, 4, 4, 2);
+    RUN(s16_t4_g4_p4_x2, K, 72, 16, false, 8, 4, 1, 4, 4, 2);
+    RUN(s10_f_g2_p4_x2, K, 72, 10, false, 8, 10, 1, 4, 2, 2, true);
+    RUN(s14_t6_g2_p4_x2, K, 72, 14, false, 8, 6, 1, 4, 2, 2);
+  }
+  return 0;
+}
