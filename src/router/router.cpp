@@ -21,7 +21,9 @@ namespace {
 // RS 45.8 vs SS 56.4 us; 129 x 3072: 96 CTAs, SS 20.9 vs RS 21.4). In one wave of 72-row tiles the build with
 // four teams of dequant warps taking the K tiles in turn and four producer warps is faster at every rank measured
 // (129 x 3072 x 3072 r32 / r128: 17.8 / 18.3-18.4 vs SS 20.8 / 23.6 us; 129 x 3072 x 12288 r32: 52.0-52.3 vs 61.5-62.1,
-// bench/results/2026-12-01_h200_tma_ingest.md).
+// bench/results/2026-12-01_h200_tma_ingest.md), and its form with 16 slots, 4 FP16 tiles and two K tiles per
+// consumer step faster again (14.7-15.2 vs 16.9-17.3 us at K = 3072, 41.3-41.8 vs 51.8-52.4 at K = 12288,
+// bench/results/2026-12-01_h200_small_m_trace.md).
 const registry::Build& small_m_build(int sm_count, const MmShape& s) {
   struct Tile {
     int bm;
@@ -29,7 +31,7 @@ const registry::Build& small_m_build(int sm_count, const MmShape& s) {
     const char *ss, *rs, *dq;  // dq: the dequant-team build for one wave (nullptr: none measured faster)
   };
   static const Tile kTiles[] = {{24, 0.29, "sm90_a16_bm24_s12_ss", "sm90_a16_bm24_s12_rs", nullptr},
-                                {72, 0.33, "sm90_a16_bm72_s8_ss", "sm90_a16_bm72_s8_rs", "sm90_a16_bm72_s8_t8_dq8_g4_p4"},
+                                {72, 0.33, "sm90_a16_bm72_s8_ss", "sm90_a16_bm72_s8_rs", "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2"},
                                 {136, 0.48, "sm90_a16_bm136_s6_ss", "sm90_a16_bm136_s6_rs", nullptr}};
   const Tile* best = nullptr;
   int64_t best_ctas = 0;

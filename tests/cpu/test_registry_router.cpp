@@ -70,10 +70,10 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
             "sm90_ws16a_bn256_s4_b4");  // 384 tiles of 128x256: 3 waves, the FP16-A form
   // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), at every rank the build
-  // with dequant teams taking K tiles in turn.
+  // with dequant teams taking K tiles in turn and two K tiles per consumer step.
   for (int r : {32, 64, 96, 128})
     EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, r, true}).id,
-              "sm90_a16_bm72_s8_t8_dq8_g4_p4")
+              "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2")
         << r;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 32, false}).id,
             "sm90_a16_bm24_s12_ss");
@@ -243,6 +243,8 @@ TEST(Registry, SwapA16TemplateArgumentsRenderInOrder) {
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_t4_dq4")), "72, 8, false, 4, 4");
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), "72, 8, false, 8, 4, 2");
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_t8_dq8_g4_p4")), "72, 8, false, 8, 8, 1, 4, 4");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2")), "72, 16, false, 8, 4, 1, 4, 4, 2, false");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_f_dq8_g4_p4_x2")), "72, 8, false, 8, 8, 1, 4, 4, 2, true");
   reg::Build rs_p4 = reg::build_by_id("sm90_a16_bm72_s8_rs");  // RS fragments, more producer warps
   rs_p4.producers = 4;
   EXPECT_EQ(targs(rs_p4), "72, 8, true, 0, 2, 1, 4");
