@@ -10,8 +10,10 @@
 // 10 consumer about to wait for an FP16 tile.
 //
 // Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/swap_a16_trace.cu -o t
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -27,6 +29,7 @@ __device__ __forceinline__ void trace_point(int point, int it) {
 }
 #define SVDQ_TRACE(point, it) trace_point(point, it)
 #include "sm90/sm90_svdq_swap_a16.cuh"
+#include "micro_util.hpp"
 
 using namespace svdq_k;
 
@@ -45,34 +48,15 @@ KERNEL(s16_t4_g4_p4_x2, 72, 16, false, 8, 4, 1, 4, 4, 2)
 KERNEL(s10_f_g2_p4_x2, 72, 10, false, 8, 10, 1, 4, 2, 2, true)
 KERNEL(s14_t6_g2_p4_x2, 72, 14, false, 8, 6, 1, 4, 2, 2)
 
-static void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-
-using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
-                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static EncodeFn encode = nullptr;
-
 // As jit::encode_tma_2d: [rows, cols] of 1- or 2-byte elements, box box_cols x box_rows.
 static void map2d(TmaDesc* out, void* base, int esize, long long cols, long long rows, int box_cols, int box_rows,
                   int swizzle) {
-  const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-  const cuuint64_t strides[1] = {(cuuint64_t)(cols * esize)};
-  const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
-  const cuuint32_t es[2] = {1, 1};
-  const CUresult r = encode(reinterpret_cast<CUtensorMap*>(out),
-                            esize == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base,
-                            dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_32B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d)\n", (int)r);
-    std::exit(1);
-  }
+  const CUtensorMap m = make_map(base, esize == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                 esize, rows, cols, box_cols, box_rows,
+                                 swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_32B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  static_assert(sizeof(CUtensorMap) == sizeof(TmaDesc), "a tensor map is 128 bytes");
+  std::memcpy(out, &m, sizeof(m));
 }
 
 template <typename Kern>
@@ -120,34 +104,47 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   float ms = 0;
+  std::vector<long long> t(kTraceCtas * kEvents * kMaxTiles);
   for (int rep = 0; rep < 3; ++rep) {  // warm-up, then cold-L2 launches; the last one's trace is printed
     cudaMemset(flush, rep, 256u << 20);
+    if (rep == 2) {  // events a form does not record (pairs: the odd tiles' 6 and 7) stay 0
+      std::fill(t.begin(), t.end(), 0LL);
+      check(cudaMemcpyToSymbol(g_trace, t.data(), t.size() * sizeof(long long)), "trace reset");
+    }
     cudaEventRecord(e0);
     kern<<<grid, threads, smem>>>(p);
     cudaEventRecord(e1);
     check(cudaEventSynchronize(e1), label);
     cudaEventElapsedTime(&ms, e0, e1);
   }
-  std::vector<long long> t(kTraceCtas * kEvents * kMaxTiles);
   check(cudaMemcpyFromSymbol(t.data(), g_trace, t.size() * sizeof(long long)), "trace");
   const int tiles = (int)(K / 64);
   std::printf("== %s, K = %lld (%d main tiles): kernel %.2f us (events, incl. launch)\n", label, K, tiles, ms * 1e3f);
   for (int c = 0; c < kTraceCtas; ++c) {
     auto at = [&](int e, int it) { return t[(c * kEvents + e) * kMaxTiles + it]; };
     const long long t0 = at(9, 0);
+    // Mean of b - a over the steady-state tiles where both events were recorded (pairs: 6 and 7 on even tiles;
+    // their consumer period is then per pair).
     double sum[10] = {0};
-    int n = 0;
-    for (int it = 8; it < tiles - 8; ++it, ++n) {
-      sum[0] += at(1, it) - at(0, it);      // producer: free -> issued
-      sum[1] += at(2, it) - at(1, it);      // issued -> team saw data
-      sum[2] += at(4, it) - at(2, it);      // team: data -> tile written
-      sum[3] += at(3, it) - at(2, it);      //   of which waiting for its FP16 tile
-      sum[4] += at(5, it) - at(4, it);      // written -> consumer saw it
-      sum[5] += at(7, it) - at(5, it);      // consumer: saw tile -> wgmma issued
-      sum[6] += at(8, it) - at(7, it);      // issued -> slot released
-      sum[7] += at(7, it) - at(7, it - 1);  // consumer period
-      sum[9] += at(1, it) - at(1, it - 1);  // producer issue period (all producers)
+    int cnt[10] = {0};
+    auto add = [&](int i, long long a, long long b) {
+      if (a != 0 && b != 0) {
+        sum[i] += (double)(b - a);
+        ++cnt[i];
+      }
+    };
+    for (int it = 8; it < tiles - 8; ++it) {
+      add(0, at(0, it), at(1, it));  // producer: free -> issued
+      add(1, at(1, it), at(2, it));  // issued -> team saw data
+      add(2, at(2, it), at(4, it));  // team: data -> tile written
+      add(3, at(2, it), at(3, it));  //   of which waiting for its FP16 tile
+      add(4, at(4, it), at(5, it));  // written -> consumer saw it
+      add(5, at(5, it), at(7, it));  // consumer: saw tile -> wgmma issued
+      add(6, at(7, it), at(8, it));  // issued -> slot released
+      add(7, at(7, it - 1) != 0 ? at(7, it - 1) : at(7, it - 2), at(7, it));  // consumer period (per step)
+      add(9, at(1, it - 1), at(1, it));  // producer issue period (all producers)
     }
+    for (int i = 0; i < 10; ++i) sum[i] = cnt[i] ? sum[i] / cnt[i] : 0.0;
     std::printf("  CTA %d: start->first tile issued %lld, first wgmma %lld, main loop done %lld, stored %lld cycles; "
                 "%.0f cycles per K tile from the first wgmma to the loop's end; maps prefetched %lld, dependents "
                 "launched %lld\n", c, at(1, 0) - t0, at(7, 0) - t0, at(9, 1) - t0, at(9, 2) - t0,
@@ -155,15 +152,18 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
     std::printf("    means over tiles 8..%d: free->issued %.0f | issued->data seen %.0f | team %.0f (waiting for its"
                 " tile %.0f) | written->consumer %.0f | consumer->issued %.0f | issued->released %.0f | consumer "
                 "period %.0f | issue period %.0f\n",
-                tiles - 9, sum[0] / n, sum[1] / n, sum[2] / n, sum[3] / n, sum[4] / n, sum[5] / n, sum[6] / n,
-                sum[7] / n, sum[9] / n);
+                tiles - 9, sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7], sum[9]);
     if (c == 0) {
       std::printf("    tile: free issued data tfree written cons_t cons_a issued released | cons_wait (cycles from start)\n");
       for (int it = 0; it < tiles; it += (it < 12 || (it >= 32 && it < 44) ? 1 : 4)) {
         if (it >= 44 && it < tiles - 4) continue;
         std::printf("    %4d:", it);
-        for (int e = 0; e <= 8; ++e) std::printf(" %7lld", at(e, it) - t0);
-        std::printf(" | %7lld", at(10, it) - t0);
+        for (int e = 0; e <= 8; ++e) {
+          if (at(e, it) != 0) std::printf(" %7lld", at(e, it) - t0);
+          else std::printf("       -");
+        }
+        if (at(10, it) != 0) std::printf(" | %7lld", at(10, it) - t0);
+        else std::printf(" |       -");
         std::printf("\n");
       }
     }
@@ -182,10 +182,6 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
   run(#k, k, Sm90SwapA16Config<__VA_ARGS__>::kSmem, Sm90SwapA16Config<__VA_ARGS__>::kThreads, K, flush)
 
 int main() {
-  cudaDriverEntryPointQueryResult q;
-  void* fn = nullptr;
-  check(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q), "entry point");
-  encode = reinterpret_cast<EncodeFn>(fn);
   void* flush;
   check(cudaMalloc(&flush, 256u << 20), "malloc");
   for (long long K : {3072LL, 12288LL}) {

@@ -13,6 +13,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include "common/sm90_async.cuh"
+#include "micro_util.hpp"
 
 using namespace svdq_k;
 
@@ -94,35 +95,6 @@ __global__ void ingest(const __grid_constant__ CUtensorMap map0, const __grid_co
   __syncthreads();
   const long long t1 = clock64();
   if (threadIdx.x == 0) cycles[blockIdx.y * gridDim.x + blockIdx.x] = t1 - t0;
-}
-
-static void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-
-using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
-                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static EncodeFn encode = nullptr;
-
-// A 2-D map over a row-major [rows, cols] tensor of `esize`-byte elements, box inner x box_rows.
-static CUtensorMap make_map(void* ptr, CUtensorMapDataType dt, int esize, long long rows, long long cols, int inner,
-                            int box_rows, CUtensorMapSwizzle sw, CUtensorMapL2promotion promo) {
-  CUtensorMap m;
-  const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-  const cuuint64_t strides[1] = {(cuuint64_t)(cols * esize)};
-  const cuuint32_t box[2] = {(cuuint32_t)inner, (cuuint32_t)box_rows};
-  const cuuint32_t es[2] = {1, 1};
-  const CUresult r = encode(&m, dt, 2, ptr, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, sw, promo,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d)\n", (int)r);
-    std::exit(1);
-  }
-  return m;
 }
 
 static CUtensorMapSwizzle swz(int inner_bytes) {
@@ -211,10 +183,6 @@ static void run(const char* label, const Bufs& b, long long M, long long N, long
 }
 
 int main() {
-  cudaDriverEntryPointQueryResult q;
-  void* p = nullptr;
-  check(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q), "entry point");
-  encode = reinterpret_cast<EncodeFn>(p);
   cudaDeviceProp prop;
   check(cudaGetDeviceProperties(&prop, 0), "properties");
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);

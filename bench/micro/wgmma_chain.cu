@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include "common/sm90_wgmma.cuh"
 #include "common/sm90_wgmma_rs.cuh"
+#include "micro_util.hpp"
 
 using namespace svdq_k;
 
@@ -66,12 +67,6 @@ __global__ void chain_kernel(const u32* zeros, long long* cycles, float* sink, i
   if (s != 0.0f) sink[threadIdx.x] = s;  // zeros in, zeros out: never taken, keeps the chain alive
 }
 
-static void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
 
 template <int N, int CHAINS, bool SS, int WAIT>
 static void run(const char* label, int wgs, int grid, const u32* zeros, long long* cyc, float* sink, int sms) {

@@ -1,0 +1,40 @@
+// Host helpers the bench/micro programs share: a CUDA error check, and 2-D TMA tensor maps through the driver's
+// cuTensorMapEncodeTiled (resolved through the runtime, so the programs link no driver library).
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+static void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+// A 2-D map over a row-major [rows, cols] tensor of `esize`-byte elements, box inner x box_rows.
+static CUtensorMap make_map(void* ptr, CUtensorMapDataType dt, int esize, long long rows, long long cols, int inner,
+                            int box_rows, CUtensorMapSwizzle sw, CUtensorMapL2promotion promo) {
+  using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static const EncodeFn encode = [] {
+    cudaDriverEntryPointQueryResult q;
+    void* p = nullptr;
+    check(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q), "entry point");
+    return reinterpret_cast<EncodeFn>(p);
+  }();
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)(cols * esize)};
+  const cuuint32_t box[2] = {(cuuint32_t)inner, (cuuint32_t)box_rows};
+  const cuuint32_t es[2] = {1, 1};
+  const CUresult r = encode(&m, dt, 2, ptr, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, sw, promo,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d)\n", (int)r);
+    std::exit(1);
+  }
+  return m;
+}
