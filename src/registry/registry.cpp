@@ -190,6 +190,7 @@ std::vector<Build> make_builds() {
       sm90_swap_a16("sm90_a16_bm72_s8_t8_dq8_g4_p4_c2", 72, 8, false, 8, 8, 2, 4, 4),
       sm90_swap_a16("sm90_a16_bm72_s8_f_dq8_g4_p4_x2", 72, 8, false, 8, 8, 1, 4, 4, 2, true),
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", 72, 16, false, 8, 4, 1, 4, 4, 2),
+      sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", 24, 16, false, 8, 4, 1, 4, 4, 2),
       sm90_ws("sm90_ws16_bn256_s8_b4_a2_d2", 256, 8, 4, 2, true, 1, 2),
       sm90_ws("sm90_ws16a_bn256_s4_b4", 256, 4, 4, 1, true, 1, 0, true),
       sm90_ws("sm90_ws16a_bn256_s4_b4_pers", 256, 4, 4, 1, true, 1, 0, true, true),

@@ -23,16 +23,20 @@ namespace {
 // (129 x 3072 x 3072 r32 / r128: 17.8 / 18.3-18.4 vs SS 20.8 / 23.6 us; 129 x 3072 x 12288 r32: 52.0-52.3 vs 61.5-62.1,
 // bench/results/2026-12-01_h200_tma_ingest.md), and its form with 16 slots, 4 FP16 tiles and two K tiles per
 // consumer step faster again (14.7-15.2 vs 16.9-17.3 us at K = 3072, 41.3-41.8 vs 51.8-52.4 at K = 12288,
-// bench/results/2026-12-01_h200_small_m_trace.md).
+// bench/results/2026-12-01_h200_small_m_trace.md). For 24-row tiles the same form is faster than both at one wave
+// and at more (1 x 3072 x 3072: 12.1 vs SS 18.5 / RS 20.1 us; 1 x 3072 x 12288: 34.0 vs 58.3 / 63.3; 16 x 12288 x
+// 3072, 192 CTAs: 23.0 vs 23.5 / 27.6; 1 x 12288 x 12288: 67.8 vs 75.8 / 92.4; same file, section 5).
 const registry::Build& small_m_build(int sm_count, const MmShape& s) {
   struct Tile {
     int bm;
     double us_per_ktile;
     const char *ss, *rs, *dq;  // dq: the dequant-team build for one wave (nullptr: none measured faster)
+    bool dq_any_waves;         // dq also beyond one wave (measured), instead of rs
   };
-  static const Tile kTiles[] = {{24, 0.29, "sm90_a16_bm24_s12_ss", "sm90_a16_bm24_s12_rs", nullptr},
-                                {72, 0.33, "sm90_a16_bm72_s8_ss", "sm90_a16_bm72_s8_rs", "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2"},
-                                {136, 0.48, "sm90_a16_bm136_s6_ss", "sm90_a16_bm136_s6_rs", nullptr}};
+  static const Tile kTiles[] = {
+      {24, 0.29, "sm90_a16_bm24_s12_ss", "sm90_a16_bm24_s12_rs", "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", true},
+      {72, 0.33, "sm90_a16_bm72_s8_ss", "sm90_a16_bm72_s8_rs", "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", false},
+      {136, 0.48, "sm90_a16_bm136_s6_ss", "sm90_a16_bm136_s6_rs", nullptr, false}};
   const Tile* best = nullptr;
   int64_t best_ctas = 0;
   double best_cost = 0.0;
@@ -45,7 +49,7 @@ const registry::Build& small_m_build(int sm_count, const MmShape& s) {
       best_cost = cost;
     }
   }
-  if (best_ctas > sm_count) return registry::build_by_id(best->rs);
+  if (best_ctas > sm_count && !best->dq_any_waves) return registry::build_by_id(best->rs);
   return registry::build_by_id(best->dq ? best->dq : best->ss);
 }
 

@@ -76,12 +76,15 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
               "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2")
         << r;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 32, false}).id,
-            "sm90_a16_bm24_s12_ss");
+            "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 128, false}).id,
-            "sm90_a16_bm24_s12_ss");  // no dequant-warp build of 24 rows
+            "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
+  // 24-row tiles beyond one wave (1 x 12288: 192 CTAs) keep the dequant-team build (measured faster than RS).
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 12288, 12288, 32, false}).id,
+            "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
   // 44 rows: 2 x 48 = 96 tiles of 24 rows (one wave) before 48 of 72.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {44, 3072, 3072, 32, false}).id,
-            "sm90_a16_bm24_s12_ss");
+            "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
   // More CTAs than SMs (2 x 192 = 384 of 72 rows: 3 waves; 192 of 136: 2 waves): B into RS fragments.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 12288, 3072, 32, false}).id,
             "sm90_a16_bm136_s6_rs");
