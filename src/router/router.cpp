@@ -30,8 +30,8 @@ const registry::Build& small_m_build(int sm_count, const MmShape& s) {
   struct Tile {
     int bm;
     double us_per_ktile;
-    const char *ss, *rs, *dq;  // dq: the dequant-team build for one wave (nullptr: none measured faster)
-    bool dq_any_waves;         // dq also beyond one wave (measured), instead of rs
+    const char *ss, *rs, *dq;  // dq: the dequant-team build within one wave (nullptr: none measured faster)
+    bool dq_any_waves;         // dq beyond one wave too (measured faster there), instead of rs
   };
   static const Tile kTiles[] = {
       {24, 0.29, "sm90_a16_bm24_s12_ss", "sm90_a16_bm24_s12_rs", "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", true},
