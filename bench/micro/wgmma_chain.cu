@@ -1,8 +1,8 @@
 // Microbenchmark: how fast does one warpgroup's chain of dependent wgmma.m64nNk16 run (every instruction
 // accumulates into the registers the previous one wrote, as the determinism contract's single K order requires),
 // and how much do independent chains (more accumulators in one warpgroup, more warpgroups, more CTAs per SM)
-// overlap? Operands are zeros in shared memory / registers: only the tensor-core pipeline is timed (clock64 around
-// the loop, per CTA). The loop has the shape of the programs' K loop: 4 k16 parts per "K tile" in one commit group,
+// overlap? Operands are zeros in shared memory / registers (the last rows: 64 words of random FP16 pairs, repeated):
+// only the tensor-core pipeline is timed (clock64 around the loop, per CTA). The loop has the shape of the programs' K loop: 4 k16 parts per "K tile" in one commit group,
 // then wait_group 1 (or no wait inside the loop).
 //
 // Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/wgmma_chain.cu -o wgmma_chain
