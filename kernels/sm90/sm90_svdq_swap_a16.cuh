@@ -366,15 +366,18 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       if (lane == 0) mbar_arrive(empty_t + 8 * (it % TSTAGES));
     }
   };
-  auto issue_rs = [&](int it, const u32* f) {  // the F16 RS wgmmas of main tile `it` on fragments f
-    // No wait for the A tile: the dequant warps waited for the slot's phase (its A tile and packed B came on the
-    // same barrier) before they arrived on the FP16 tile's barrier, which this warp has waited for.
-    const int s = it % STAGES;
-    SVDQ_TRACE(6, it);
-    const u64 desc = wgmma_desc_sw128(ring + s * C::kStage);
-    wgmma_fence();
+  // The four F16 RS wgmmas of main tile `it` on fragments f (inside a fenced commit group). No wait for the A tile:
+  // the dequant warps waited for the slot's phase (its A tile and packed B came on the same barrier) before they
+  // arrived on the FP16 tile's barrier, which this warp has waited for.
+  auto mma_tile = [&](int it, const u32* f) {
+    const u64 desc = wgmma_desc_sw128(ring + (it % STAGES) * C::kStage);
 #pragma unroll
     for (int part = 0; part < 4; ++part) wgmma_rs_f16<BM>(acc, f + 4 * part, desc + 2 * part);
+  };
+  auto issue_rs = [&](int it, const u32* f) {  // main tile `it` as one commit group
+    SVDQ_TRACE(6, it);
+    wgmma_fence();
+    mma_tile(it, f);
     wgmma_commit();
     SVDQ_TRACE(7, it);
     release_t(it);
@@ -391,14 +394,11 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       load_frags(2 * st + 1, f + 16);
     };
     auto issue_pair = [&](int st, const u32* f) {
-      const int it = 2 * st, s0 = it % STAGES, s1 = (it + 1) % STAGES;
-      SVDQ_TRACE(6, it);  // (the A tiles: as issue_rs)
-      const u64 d0 = wgmma_desc_sw128(ring + s0 * C::kStage), d1 = wgmma_desc_sw128(ring + s1 * C::kStage);
+      const int it = 2 * st;
+      SVDQ_TRACE(6, it);
       wgmma_fence();
-#pragma unroll
-      for (int part = 0; part < 4; ++part) wgmma_rs_f16<BM>(acc, f + 4 * part, d0 + 2 * part);
-#pragma unroll
-      for (int part = 0; part < 4; ++part) wgmma_rs_f16<BM>(acc, f + 16 + 4 * part, d1 + 2 * part);
+      mma_tile(it, f);
+      mma_tile(it + 1, f + 16);
       wgmma_commit();
       SVDQ_TRACE(7, it);
       release_t(it);
