@@ -23,8 +23,9 @@ w('#include "common/smxx_hd.cuh"')
 w("")
 w("namespace svdq_k {")
 w("")
-# N of every program's wgmma: the warp-specialized tiles (128, 192, 256) and the swap-AB activation tiles (24, 40, 72, 136).
-NS = (24, 40, 72, 128, 136, 192, 256)
+# N of every program's wgmma: the warp-specialized tiles (128, 192, 256), the swap-AB activation tiles (24, 40, 72,
+# 136) and the narrow program's column tiles (16, 24, 32).
+NS = (16, 24, 32, 40, 72, 128, 136, 192, 256)
 PENDING = range(4)
 for n in NS:
     nacc = n // 2

@@ -8,6 +8,43 @@
 
 namespace svdq_k {
 
+// D[64x16] += A[64x16] (registers) * B[16x16]^T (K-major shared-memory descriptor), FP32 accumulators.
+SVDQ_DEV void wgmma_rs_m64n16k16_f16(float* d, const u32* a, u64 desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+// D[64x16] += A[64x16] (registers) * B[16x16]^T (K-major shared-memory descriptor), FP32 accumulators.
+SVDQ_DEV void wgmma_rs_m64n16k16_bf16(float* d, const u32* a, u64 desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+// Waits until at most 0 committed wgmma group(s) of this warpgroup are pending; the 8 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait0_acc8(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) :: "memory");
+}
+// Waits until at most 1 committed wgmma group(s) of this warpgroup are pending; the 8 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait1_acc8(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) :: "memory");
+}
+// Waits until at most 2 committed wgmma group(s) of this warpgroup are pending; the 8 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait2_acc8(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 2;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) :: "memory");
+}
+// Waits until at most 3 committed wgmma group(s) of this warpgroup are pending; the 8 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait3_acc8(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 3;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) :: "memory");
+}
+
 // D[64x24] += A[64x16] (registers) * B[24x16]^T (K-major shared-memory descriptor), FP32 accumulators.
 SVDQ_DEV void wgmma_rs_m64n24k16_f16(float* d, const u32* a, u64 desc_b) {
   asm volatile(
@@ -43,6 +80,43 @@ SVDQ_DEV void wgmma_wait2_acc12(float* d) {
 // operands so the compiler keeps every access to them on the right side of the wait.
 SVDQ_DEV void wgmma_wait3_acc12(float* d) {
   asm volatile("wgmma.wait_group.sync.aligned 3;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]) :: "memory");
+}
+
+// D[64x32] += A[64x16] (registers) * B[32x16]^T (K-major shared-memory descriptor), FP32 accumulators.
+SVDQ_DEV void wgmma_rs_m64n32k16_f16(float* d, const u32* a, u64 desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+// D[64x32] += A[64x16] (registers) * B[32x16]^T (K-major shared-memory descriptor), FP32 accumulators.
+SVDQ_DEV void wgmma_rs_m64n32k16_bf16(float* d, const u32* a, u64 desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+// Waits until at most 0 committed wgmma group(s) of this warpgroup are pending; the 16 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait0_acc16(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) :: "memory");
+}
+// Waits until at most 1 committed wgmma group(s) of this warpgroup are pending; the 16 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait1_acc16(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) :: "memory");
+}
+// Waits until at most 2 committed wgmma group(s) of this warpgroup are pending; the 16 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait2_acc16(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 2;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) :: "memory");
+}
+// Waits until at most 3 committed wgmma group(s) of this warpgroup are pending; the 16 accumulators are
+// operands so the compiler keeps every access to them on the right side of the wait.
+SVDQ_DEV void wgmma_wait3_acc16(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 3;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) :: "memory");
 }
 
 // D[64x40] += A[64x16] (registers) * B[40x16]^T (K-major shared-memory descriptor), FP32 accumulators.
@@ -351,8 +425,10 @@ SVDQ_DEV void wgmma_ss_m64n256k16_bf16(float* d, u64 desc_a, u64 desc_b) {
 // m64nNk16 RS wgmma (f16 inputs) for a tile width N.
 template <int N>
 SVDQ_DEV void wgmma_rs_f16(float* d, const u32* a, u64 desc_b) {
-  static_assert(N == 24 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256, "wgmma_rs_f16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
-  if constexpr (N == 24) wgmma_rs_m64n24k16_f16(d, a, desc_b);
+  static_assert(N == 16 || N == 24 || N == 32 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256, "wgmma_rs_f16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
+  if constexpr (N == 16) wgmma_rs_m64n16k16_f16(d, a, desc_b);
+  else if constexpr (N == 24) wgmma_rs_m64n24k16_f16(d, a, desc_b);
+  else if constexpr (N == 32) wgmma_rs_m64n32k16_f16(d, a, desc_b);
   else if constexpr (N == 40) wgmma_rs_m64n40k16_f16(d, a, desc_b);
   else if constexpr (N == 72) wgmma_rs_m64n72k16_f16(d, a, desc_b);
   else if constexpr (N == 128) wgmma_rs_m64n128k16_f16(d, a, desc_b);
@@ -363,8 +439,10 @@ SVDQ_DEV void wgmma_rs_f16(float* d, const u32* a, u64 desc_b) {
 // m64nNk16 RS wgmma (bf16 inputs) for a tile width N.
 template <int N>
 SVDQ_DEV void wgmma_rs_bf16(float* d, const u32* a, u64 desc_b) {
-  static_assert(N == 24 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256, "wgmma_rs_bf16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
-  if constexpr (N == 24) wgmma_rs_m64n24k16_bf16(d, a, desc_b);
+  static_assert(N == 16 || N == 24 || N == 32 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256, "wgmma_rs_bf16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
+  if constexpr (N == 16) wgmma_rs_m64n16k16_bf16(d, a, desc_b);
+  else if constexpr (N == 24) wgmma_rs_m64n24k16_bf16(d, a, desc_b);
+  else if constexpr (N == 32) wgmma_rs_m64n32k16_bf16(d, a, desc_b);
   else if constexpr (N == 40) wgmma_rs_m64n40k16_bf16(d, a, desc_b);
   else if constexpr (N == 72) wgmma_rs_m64n72k16_bf16(d, a, desc_b);
   else if constexpr (N == 128) wgmma_rs_m64n128k16_bf16(d, a, desc_b);
@@ -395,11 +473,19 @@ SVDQ_DEV void wgmma_ss_bf16(float* d, u64 desc_a, u64 desc_b) {
 // wgmma.wait_group PENDING for a warpgroup whose accumulators are those of an m64nNk16 tile.
 template <int N, int PENDING>
 SVDQ_DEV void wgmma_wait_acc(float* d) {
-  static_assert((N == 24 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256) && PENDING >= 0 && PENDING < 4, "wgmma_wait_acc: not generated");
-  if constexpr (N == 24 && PENDING == 0) wgmma_wait0_acc12(d);
+  static_assert((N == 16 || N == 24 || N == 32 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256) && PENDING >= 0 && PENDING < 4, "wgmma_wait_acc: not generated");
+  if constexpr (N == 16 && PENDING == 0) wgmma_wait0_acc8(d);
+  else if constexpr (N == 16 && PENDING == 1) wgmma_wait1_acc8(d);
+  else if constexpr (N == 16 && PENDING == 2) wgmma_wait2_acc8(d);
+  else if constexpr (N == 16 && PENDING == 3) wgmma_wait3_acc8(d);
+  else if constexpr (N == 24 && PENDING == 0) wgmma_wait0_acc12(d);
   else if constexpr (N == 24 && PENDING == 1) wgmma_wait1_acc12(d);
   else if constexpr (N == 24 && PENDING == 2) wgmma_wait2_acc12(d);
   else if constexpr (N == 24 && PENDING == 3) wgmma_wait3_acc12(d);
+  else if constexpr (N == 32 && PENDING == 0) wgmma_wait0_acc16(d);
+  else if constexpr (N == 32 && PENDING == 1) wgmma_wait1_acc16(d);
+  else if constexpr (N == 32 && PENDING == 2) wgmma_wait2_acc16(d);
+  else if constexpr (N == 32 && PENDING == 3) wgmma_wait3_acc16(d);
   else if constexpr (N == 40 && PENDING == 0) wgmma_wait0_acc20(d);
   else if constexpr (N == 40 && PENDING == 1) wgmma_wait1_acc20(d);
   else if constexpr (N == 40 && PENDING == 2) wgmma_wait2_acc20(d);

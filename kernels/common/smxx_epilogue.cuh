@@ -64,7 +64,7 @@ SVDQ_DEV void store_acc_tile(const MmParams& p, float alpha, i64 m0, i64 n0, int
   if (m0 + rows <= p.m && n0 + N <= p.n) {
     u16* o0 = p.out + row0 * p.n + n0 + 8 * c;  // lane c stores fragment 4q + c of each group q
     u16* o1 = o0 + 8 * p.n;
-    constexpr int kChunk = (N / 8) % 16 == 0 ? 16 : 8;  // (N / 8 is a multiple of 4 dividing by this)
+    constexpr int kChunk = (N / 8) % 16 == 0 ? 16 : (N / 8) % 8 == 0 ? 8 : 4;  // (N / 8: a multiple of 4)
     static_assert((N / 8) % kChunk == 0, "store_acc_tile: bias chunks");
 #pragma unroll
     for (int j0 = 0; j0 < N / 8; j0 += kChunk) {

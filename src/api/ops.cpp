@@ -174,14 +174,17 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     });
     return;
   }
-  if (build.program == registry::Program::Sm90Ws || build.program == registry::Program::Sm90Swap) {
+  if (build.program == registry::Program::Sm90Ws || build.program == registry::Program::Sm90Swap ||
+      build.program == registry::Program::Sm90Narrow) {
     // Tensor maps for the TMA loads (see Sm90WsParams); validation already guarantees 16-byte aligned bases and
     // row strides (K % 32 == 0, r % 16 == 0).
     const bool swap = build.program == registry::Program::Sm90Swap;
     svdq_k::Sm90WsParams wp{};
     wp.mm = p;
     wp.raster = raster;
-    const uint32_t rows_a = swap ? static_cast<uint32_t>(build.bm) : 128u, rows_b = static_cast<uint32_t>(build.bn);
+    // Packed A rows per box: the tile's (the warp-specialized program's tiles are 128 rows).
+    const uint32_t rows_a = build.program == registry::Program::Sm90Ws ? 128u : static_cast<uint32_t>(build.bm),
+                   rows_b = static_cast<uint32_t>(build.bn);
     jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, rows_a, 32);
     jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, rows_b, 32);
     jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, rows_b, 128);

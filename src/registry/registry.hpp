@@ -17,6 +17,7 @@ enum class Program : int {
   Sm90Swap = 5,
   DequantFp16 = 6,  // deq(a) x 2^-7 as FP16 [M, K]: the operand Sm90SwapA16 reads
   Sm90SwapA16 = 7,
+  Sm90Narrow = 8,  // small M, not swapped: all rows of a row tile x BN output columns per CTA
 };
 const char* program_name(Program p);
 
@@ -32,6 +33,8 @@ struct Build {
   // Sm90SwapA16 (swap-AB on FP16 A): bm, bn = 64, stages = slots of (FP16 A tile, packed B tile, scales),
   // tile_bufs = 0: B dequantized into RS fragment registers, 2: into two FP16 B tiles (SS wgmma); with dq_warps:
   // the depth of the dequant warps' FP16 tile ring.
+  // Sm90Narrow: bm = 64 x consumer warpgroups (rows per CTA), bn = output columns per CTA, stages = packed slots,
+  // tile_bufs = FP16 B tiles, dq_warps = warps dequantizing B into them.
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
   int teams = 2, team_warps = 6;  // Sm90Swap: dequant teams (taking K tiles in turn) and warps per team
   int dq_wgs = 0;  // Sm90Ws: 0 = dequant warpgroup issues the loads, consumers share B; n >= 1 = n warpgroups of a

@@ -208,6 +208,13 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
         EXPECT_EQ(b.tile_bufs % b.teams, 0);
         EXPECT_EQ(b.team_warps * b.teams, b.dq_warps);
       }
+    } else if (b.program == reg::Program::Sm90Narrow) {  // WGS consumer warpgroups, a producer warp, B dequant warps
+      EXPECT_TRUE(b.bm == 64 || b.bm == 128 || b.bm == 192);
+      EXPECT_TRUE(b.bn % 8 == 0 && b.bn >= 16 && b.bn <= 64);
+      EXPECT_TRUE(b.dq_warps >= 1 && b.dq_warps <= 8 && b.tile_bufs >= 2 && b.stages >= 2);
+      EXPECT_EQ(b.threads, 2 * b.bm + 32 + 32 * b.dq_warps);
+      EXPECT_NE(reg::render(b).find("sm90_svdq_narrow<" + std::to_string(b.bm / 64) + ", " + std::to_string(b.bn) + ", "),
+                std::string::npos);
     } else {
       EXPECT_EQ(b.dq_warps, 0);
     }
