@@ -8,12 +8,17 @@
 //       wgmma.m64nBNk16 with the weights' FP16 tile from shared memory; two fragment buffers, so the next tile is
 //       built while the previous one's four k16 wgmmas run. Rank steps: d fragments from global memory, BF16 RS
 //       wgmma on the l1 tiles. Epilogue: the shared store_acc_tile / store_fragment.
-//   producer (warp 4 WGS, one lane): per K tile of 64 the packed A tile (64 WGS rows x 32 bytes, 32-byte swizzle,
-//       rows past M zero filled), the packed B tile (BN rows x 32 bytes) by TMA, their 512-byte scale blocks by
-//       1-D bulk copies, into a STAGES-deep ring of slots.
-//   dequant warps (DQW, after the producer): B into a BSTAGES-deep ring of FP16 tiles (BN rows x 64 K, the 128-byte
+//   producers (PRODUCERS warps from warp 4 WGS, one lane each, warp p loading the slots it % PRODUCERS == p): per K
+//       tile of 64 the packed A tile (64 WGS rows x 32 bytes, 32-byte swizzle, rows past M zero filled), the packed
+//       B tile (BN rows x 32 bytes) by TMA, their 512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring
+//       of slots. One thread's copies complete one after another (~450-650 cycles per slot on the H200,
+//       bench/results/2026-12-01_h200_tma_ingest.md): with one producer the first GPU run of this program took
+//       ~700 cycles per K tile.
+//   dequant warps (DQW, after the producers): B into a BSTAGES-deep ring of FP16 tiles (BN rows x 64 K, the 128-byte
 //       swizzle wgmma reads), in quarter rows (one K group of 16, two words) per item; for a rank tile, l1 (BF16)
-//       by TMA into the same ring.
+//       by TMA into the same ring. TEAMS teams of DQW / TEAMS warps take the K tiles in turn (tile it: team
+//       it % TEAMS, on slots and FP16 tiles of its own), so that many tiles' chains (slot wait, loads, conversion,
+//       stores, proxy fence, arrival) run at once.
 //
 // Why this shape (bench/results/2026-12-01_h200_small_m_trace.md): the swap-AB programs put 64 weight rows on the
 // wgmma M side, so each activation tile written into shared memory is read by one warpgroup's wgmmas only, and
@@ -33,11 +38,11 @@
 
 namespace svdq_k {
 
-template <int WGS, int BN, int STAGES, int BSTAGES, int DQW>
+template <int WGS, int BN, int STAGES, int BSTAGES, int DQW, int PRODUCERS = 1, int TEAMS = 1>
 struct Sm90NarrowConfig {
   static constexpr int kRows = 64 * WGS;          // output rows per CTA: the packed A box height
-  static constexpr int kProducer = 128 * WGS;     // the producer warp's first thread
-  static constexpr int kDq0 = kProducer + 32;     // first dequant thread
+  static constexpr int kProducer = 128 * WGS;     // the first producer warp's first thread
+  static constexpr int kDq0 = kProducer + 32 * PRODUCERS;  // first dequant thread
   static constexpr int kThreads = kDq0 + 32 * DQW;
   // 512-byte scale blocks (128 rows each) a tile's rows touch: 192-row tiles start at 0 or 64 modulo 128.
   static constexpr int kSfA = kRows > 128 ? 2 : 1, kSfB = 128 % BN == 0 ? 1 : 2;
@@ -49,19 +54,23 @@ struct Sm90NarrowConfig {
   static constexpr int kOffRing = BSTAGES * kBTile;  // the B tiles first (1024-byte aligned), then the slots
   static constexpr int kOffBars = kOffRing + STAGES * kStage;
   static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * BSTAGES) * 8 + 1024;  // + slack for 1024 alignment
-  // Dequant items: quarter q = t % 4 of rows t / 4 + kRowStep i (kRowStep a multiple of 8: every item of a thread
-  // sits at the same swizzle position).
-  static constexpr int kRowStep = DQW * 8, kRounds = (BN + kRowStep - 1) / kRowStep;
+  // Dequant items of a team thread t: quarter q = t % 4 of rows t / 4 + kRowStep i (kRowStep a multiple of 8: every
+  // item of a thread sits at the same swizzle position).
+  static constexpr int kTeamWarps = DQW / TEAMS;
+  static constexpr int kRowStep = kTeamWarps * 8, kRounds = (BN + kRowStep - 1) / kRowStep;
   static_assert(WGS >= 1 && WGS <= 3, "sm90 narrow: 1 to 3 consumer warpgroups");
   static_assert(BN % 8 == 0 && BN >= 16 && BN <= 64, "sm90 narrow: BN a multiple of 8 in [16, 64]");
   static_assert(DQW >= 1 && DQW <= 8, "sm90 narrow: 1 to 8 dequant warps");
   static_assert(STAGES >= 2 && BSTAGES >= 2, "sm90 narrow: at least two slots and two FP16 tiles");
+  static_assert(PRODUCERS >= 1 && PRODUCERS <= STAGES && PRODUCERS <= 8, "sm90 narrow: 1 to min(8, STAGES) producers");
+  static_assert(TEAMS >= 1 && DQW % TEAMS == 0 && STAGES % TEAMS == 0 && BSTAGES % TEAMS == 0,
+                "sm90 narrow: dequant teams of equal size, each on slots and FP16 tiles of its own");
   static_assert(kOffRing % 1024 == 0, "sm90 narrow: 128-byte-swizzled tiles need 1024-byte alignment");
 };
 
-template <int WGS, int BN, int STAGES, int BSTAGES, int DQW>
+template <int WGS, int BN, int STAGES, int BSTAGES, int DQW, int PRODUCERS = 1, int TEAMS = 1>
 SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
-  using C = Sm90NarrowConfig<WGS, BN, STAGES, BSTAGES, DQW>;
+  using C = Sm90NarrowConfig<WGS, BN, STAGES, BSTAGES, DQW, PRODUCERS, TEAMS>;
   constexpr int kAcc = BN / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
@@ -86,10 +95,10 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_p + 8 * s, 1);
-      mbar_init(empty_p + 8 * s, 4 * WGS + DQW);  // every consumer and dequant warp reads the slot
+      mbar_init(empty_p + 8 * s, 4 * WGS + C::kTeamWarps);  // every consumer warp and its team's warps read it
     }
     for (int s = 0; s < BSTAGES; ++s) {
-      mbar_init(full_b + 8 * s, DQW);      // every dequant warp writes the tile
+      mbar_init(full_b + 8 * s, C::kTeamWarps);  // every warp of its team writes the tile
       mbar_init(empty_b + 8 * s, 4 * WGS);  // every consumer warp reads it
     }
     mbar_init_fence();
@@ -99,13 +108,14 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
   pdl_wait_prior_grid();
 
   if (tid >= C::kDq0) {  // dequant warps
-    const int dt = tid - C::kDq0, qtr = dt & 3, r0 = dt >> 2;
+    const int team = (tid - C::kDq0) / (32 * C::kTeamWarps), dt = (tid - C::kDq0) % (32 * C::kTeamWarps);
+    const int qtr = dt & 3, r0 = dt >> 2;
     u32 sf_off[C::kRounds];
 #pragma unroll
     for (int i = 0; i < C::kRounds; ++i) sf_off[i] = b_scale_off(r0 + C::kRowStep * i);
     const u32 pk0 = packed_word_addr(C::kOffPackB, r0, 2 * qtr);
     const u32 x = r0 & 7;
-    for (int it = 0; it < num_main; ++it) {
+    for (int it = team; it < num_main; it += TEAMS) {
       const int s = it % STAGES, bs = it % BSTAGES;
       const u32 slot = ring + s * C::kStage;
       const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
@@ -141,6 +151,7 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
       arrive_tile_written(full_b + 8 * bs, lane);  // (fences the writes for the wgmmas' async-proxy reads)
     }
     for (int it = num_main; it < total; ++it) {  // rank tiles: l1 columns 64 t.. by TMA into the B ring
+      if (it % TEAMS != team) continue;
       const int bs = it % BSTAGES;
       const u32 tile = btiles + bs * C::kBTile, bar = full_b + 8 * bs;
       mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
@@ -153,13 +164,14 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
     }
     return;
   }
-  if (tid >= C::kProducer) {  // producer
+  if (tid >= C::kProducer) {  // producers
+    const int pw = (tid - C::kProducer) >> 5;
     if (lane == 0) {
       tma_prefetch_desc(&P.tma_a);
       tma_prefetch_desc(&P.tma_b);
       tma_prefetch_desc(&P.tma_l1);
       const u32 bytes = C::kRows * 32 + BN * 32 + 512 * (sfa_blocks + sfb_blocks);
-      for (int it = 0; it < num_main; ++it) {
+      for (int it = pw; it < num_main; it += PRODUCERS) {
         const int s = it % STAGES;
         const u32 slot = ring + s * C::kStage, bar = full_p + 8 * s;
         mbar_wait(empty_p + 8 * s, ((it / STAGES) & 1) ^ 1);

@@ -138,7 +138,8 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
 }
 
 // Mirrors Sm90NarrowConfig in kernels/sm90/sm90_svdq_narrow.cuh (the rendered unit static_asserts the size).
-Build sm90_narrow(const std::string& id, int wgs, int bn, int stages, int bstages, int dq_warps) {
+Build sm90_narrow(const std::string& id, int wgs, int bn, int stages, int bstages, int dq_warps, int producers = 1,
+                  int teams = 1) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Narrow;
@@ -149,7 +150,10 @@ Build sm90_narrow(const std::string& id, int wgs, int bn, int stages, int bstage
   b.stages = stages;
   b.tile_bufs = bstages;
   b.dq_warps = dq_warps;
-  b.threads = 128 * wgs + 32 + 32 * dq_warps;  // consumer warpgroups, the producer warp, the dequant warps
+  b.producers = producers;
+  b.teams = teams;
+  b.team_warps = dq_warps / teams;
+  b.threads = 128 * wgs + 32 * producers + 32 * dq_warps;  // consumer warpgroups, producer warps, dequant warps
   const int64_t sf_a = b.bm > 128 ? 2 : 1, sf_b = 128 % bn == 0 ? 1 : 2;
   const int64_t stage = (int64_t(b.bm) * 32 + bn * 32 + 512 * (sf_a + sf_b) + 255) / 256 * 256;
   b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + (2 * stages + 2 * bstages) * 8 + 1024;
@@ -212,11 +216,15 @@ std::vector<Build> make_builds() {
       sm90_swap_a16("sm90_a16_bm72_s8_f_dq8_g4_p4_x2", 72, 8, false, 8, 8, 1, 4, 4, 2, true),
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", 72, 16, false, 8, 4, 1, 4, 4, 2),
       sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", 24, 16, false, 8, 4, 1, 4, 4, 2),
-      sm90_narrow("sm90_nw_w3_bn32_s8_b4_dq4", 3, 32, 8, 4, 4),
-      sm90_narrow("sm90_nw_w3_bn24_s8_b4_dq3", 3, 24, 8, 4, 3),
-      sm90_narrow("sm90_nw_w2_bn32_s8_b4_dq4", 2, 32, 8, 4, 4),
-      sm90_narrow("sm90_nw_w1_bn32_s8_b4_dq4", 1, 32, 8, 4, 4),
-      sm90_narrow("sm90_nw_w1_bn16_s8_b4_dq2", 1, 16, 8, 4, 2),
+      sm90_narrow("sm90_nw_w3_bn32_s8_b4_dq4_p4", 3, 32, 8, 4, 4, 4),
+      sm90_narrow("sm90_nw_w3_bn32_s8_b4_dq4_p4_t4", 3, 32, 8, 4, 4, 4, 4),
+      sm90_narrow("sm90_nw_w3_bn24_s8_b4_dq4_p4_t4", 3, 24, 8, 4, 4, 4, 4),
+      sm90_narrow("sm90_nw_w3_bn32_s16_b8_dq4_p8_t4", 3, 32, 16, 8, 4, 8, 4),
+      sm90_narrow("sm90_nw_w2_bn32_s8_b4_dq4_p4_t4", 2, 32, 8, 4, 4, 4, 4),
+      sm90_narrow("sm90_nw_w1_bn32_s8_b4_dq4_p4", 1, 32, 8, 4, 4, 4),
+      sm90_narrow("sm90_nw_w1_bn32_s8_b4_dq4_p4_t4", 1, 32, 8, 4, 4, 4, 4),
+      sm90_narrow("sm90_nw_w1_bn16_s8_b4_dq4_p4_t4", 1, 16, 8, 4, 4, 4, 4),
+      sm90_narrow("sm90_nw_w1_bn32_s16_b8_dq4_p8_t4", 1, 32, 16, 8, 4, 8, 4),
       sm90_ws("sm90_ws16_bn256_s8_b4_a2_d2", 256, 8, 4, 2, true, 1, 2),
       sm90_ws("sm90_ws16a_bn256_s4_b4", 256, 4, 4, 1, true, 1, 0, true),
       sm90_ws("sm90_ws16a_bn256_s4_b4_pers", 256, 4, 4, 1, true, 1, 0, true, true),
@@ -305,7 +313,8 @@ std::string Build::description() const {
     case Program::Sm90Narrow:
       os << "sm_90a wgmma GEMM for small M, tile " << bm << " rows x " << bn << " columns x 64 (" << bm / 64
          << " RS-wgmma consumer warpgroups building their A fragments from the packed codes), TMA + mbarrier ring of "
-         << stages << " packed slots, a producer warp, " << dq_warps << " warps dequantizing B into " << tile_bufs
+         << stages << " packed slots, " << producers << " producer warp(s) taking the slots in turn, " << dq_warps
+         << " warps dequantizing B (" << teams << " team(s) taking the K tiles in turn) into " << tile_bufs
          << " FP16 tiles, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
   }
@@ -455,7 +464,8 @@ std::string render(const Build& b) {
     }
     case Program::Sm90Narrow: {
       const std::string targs = std::to_string(b.bm / 64) + ", " + std::to_string(b.bn) + ", " + std::to_string(b.stages) +
-                                ", " + std::to_string(b.tile_bufs) + ", " + std::to_string(b.dq_warps);
+                                ", " + std::to_string(b.tile_bufs) + ", " + std::to_string(b.dq_warps) + ", " +
+                                std::to_string(b.producers) + ", " + std::to_string(b.teams);
       os << "#include \"sm90/sm90_svdq_narrow.cuh\"\n"
          << "static_assert(svdq_k::Sm90NarrowConfig<" << targs << ">::kSmem == " << b.smem_bytes
          << ", \"registry smem_bytes differs from the kernel's\");\n"

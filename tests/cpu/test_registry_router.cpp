@@ -212,14 +212,16 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
       EXPECT_TRUE(b.bm == 64 || b.bm == 128 || b.bm == 192);
       EXPECT_TRUE(b.bn % 8 == 0 && b.bn >= 16 && b.bn <= 64);
       EXPECT_TRUE(b.dq_warps >= 1 && b.dq_warps <= 8 && b.tile_bufs >= 2 && b.stages >= 2);
-      EXPECT_EQ(b.threads, 2 * b.bm + 32 + 32 * b.dq_warps);
+      EXPECT_EQ(b.threads, 2 * b.bm + 32 * b.producers + 32 * b.dq_warps);
+      EXPECT_TRUE(b.producers >= 1 && b.producers <= b.stages && b.producers <= 8);
+      EXPECT_TRUE(b.teams >= 1 && b.dq_warps % b.teams == 0 && b.stages % b.teams == 0 && b.tile_bufs % b.teams == 0);
       EXPECT_NE(reg::render(b).find("sm90_svdq_narrow<" + std::to_string(b.bm / 64) + ", " + std::to_string(b.bn) + ", "),
                 std::string::npos);
     } else {
       EXPECT_EQ(b.dq_warps, 0);
     }
-    // More producer warps (swap-A16 only); A dequant warps (warps 1-3 of the ws FP16-B layout, single CTA).
-    if (b.program != reg::Program::Sm90SwapA16) {
+    // More producer warps (swap-A16, narrow only); A dequant warps (warps 1-3 of the ws FP16-B layout, single CTA).
+    if (b.program != reg::Program::Sm90SwapA16 && b.program != reg::Program::Sm90Narrow) {
       EXPECT_EQ(b.producers, 1);
     }
     EXPECT_TRUE(!b.a_ss || (b.a_tiles > 0 && !b.fp16_a));  // SS on the A dequant teams' tiles
