@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -37,4 +38,17 @@ static CUtensorMap make_map(void* ptr, CUtensorMapDataType dt, int esize, long l
     std::exit(1);
   }
   return m;
+}
+
+// As jit::encode_tma_2d, into a program's TmaDesc (the kernels' headers define it): [rows, cols] of 1- or 2-byte
+// elements, box box_cols x box_rows, the 32- or 128-byte swizzle.
+template <typename Desc>
+static void map2d(Desc* out, void* base, int esize, long long cols, long long rows, int box_cols, int box_rows,
+                  int swizzle) {
+  const CUtensorMap m = make_map(base, esize == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                 esize, rows, cols, box_cols, box_rows,
+                                 swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_32B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  static_assert(sizeof(CUtensorMap) == sizeof(Desc), "a tensor map is 128 bytes");
+  std::memcpy(out, &m, sizeof(m));
 }

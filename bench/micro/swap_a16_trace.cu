@@ -48,17 +48,6 @@ KERNEL(s16_t4_g4_p4_x2, 72, 16, false, 8, 4, 1, 4, 4, 2)
 KERNEL(s10_f_g2_p4_x2, 72, 10, false, 8, 10, 1, 4, 2, 2, true)
 KERNEL(s14_t6_g2_p4_x2, 72, 14, false, 8, 6, 1, 4, 2, 2)
 
-// As jit::encode_tma_2d: [rows, cols] of 1- or 2-byte elements, box box_cols x box_rows.
-static void map2d(TmaDesc* out, void* base, int esize, long long cols, long long rows, int box_cols, int box_rows,
-                  int swizzle) {
-  const CUtensorMap m = make_map(base, esize == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                 esize, rows, cols, box_cols, box_rows,
-                                 swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_32B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
-  static_assert(sizeof(CUtensorMap) == sizeof(TmaDesc), "a tensor map is 128 bytes");
-  std::memcpy(out, &m, sizeof(m));
-}
-
 template <typename Kern>
 static void run(const char* label, Kern kern, int smem, int threads, long long K, void* flush) {
   const long long M = 129, N = 3072, R = 32, BM = 72;

@@ -27,6 +27,13 @@
 // tensor cores from registers: ~150 bytes per tensor cycle at WGS = 3, BN = 32 (TMA, dequant stores, fragment
 // loads, the wgmmas' B reads) against ~270.
 //
+// Measured on the H200 (bench/results/2026-12-01_h200_narrow.md): slower than the routed swap-A16 builds at every
+// shape tried (129 x 3072 x 3072: 36.3 vs 14.7 us; 1 x 3072 x 3072: 21.8 vs 12.1), not routed. The consumers'
+// per-K-tile path is the limit, not shared memory: ~700 cycles per tile at M = 1 (one live warp building its
+// fragments, ~330 cycles of it), ~1 200 at M = 129; with the fragment build removed (wrong results, timing only)
+// still ~470 / ~550 cycles per tile, against ~330 for the swap-A16 build's whole pipeline (two K tiles per consumer
+// step, one barrier wait per tile). Deeper rings (16-20 slots, 8 producers) changed nothing.
+//
 // K order and per-k16 product sets are those of the other programs (main K tiles of 64 in order, k16 steps in order,
 // inside each group of 8 the order (0,4,1,5,2,6,3,7); then the rank in k16 steps), so the results are bitwise theirs.
 // A K tail (K % 64 == 32) and rank columns beyond r are k16 steps of exact zeros (TMA zero fill, scales masked to 0);
@@ -106,6 +113,7 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
   sync_after_barrier_init<1>();
   // Every input may come from the preceding kernel (programmatic dependent launch).
   pdl_wait_prior_grid();
+  SVDQ_TRACE(10, 0);
 
   if (tid >= C::kDq0) {  // dequant warps
     const int team = (tid - C::kDq0) / (32 * C::kTeamWarps), dt = (tid - C::kDq0) % (32 * C::kTeamWarps);
@@ -120,6 +128,7 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
       const u32 slot = ring + s * C::kStage;
       const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
       mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
+      SVDQ_TRACE(2, it);
       u32 q[C::kRounds][2], sc[C::kRounds];
 #pragma unroll
       for (int i = 0; i < C::kRounds; ++i) {
@@ -134,6 +143,7 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
       if (lane == 0) mbar_arrive(empty_p + 8 * s);
       const u32 tile = btiles + bs * C::kBTile;
       mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
+      SVDQ_TRACE(3, it);
 #pragma unroll
       for (int i = 0; i < C::kRounds; ++i) {
         const int r = r0 + C::kRowStep * i;
@@ -149,6 +159,7 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
         }
       }
       arrive_tile_written(full_b + 8 * bs, lane);  // (fences the writes for the wgmmas' async-proxy reads)
+      SVDQ_TRACE(4, it);
     }
     for (int it = num_main; it < total; ++it) {  // rank tiles: l1 columns 64 t.. by TMA into the B ring
       if (it % TEAMS != team) continue;
@@ -175,6 +186,7 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
         const int s = it % STAGES;
         const u32 slot = ring + s * C::kStage, bar = full_p + 8 * s;
         mbar_wait(empty_p + 8 * s, ((it / STAGES) & 1) ^ 1);
+        SVDQ_TRACE(0, it);
         mbar_arrive_expect_tx(bar, bytes);
         tma_load_2d(slot, &P.tma_a, 32 * it, (int)m0, bar);
         tma_load_2d(slot + C::kOffPackB, &P.tma_b, 32 * it, (int)n0, bar);
@@ -182,6 +194,7 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
           bulk_load(slot + C::kOffSfA + 512 * h, p.a_sf + ((sfa0 + h) * sf_ktiles + it) * 512, 512, bar);
         for (int h = 0; h < sfb_blocks; ++h)
           bulk_load(slot + C::kOffSfB + 512 * h, p.b_sf + ((sfb0 + h) * sf_ktiles + it) * 512, 512, bar);
+        SVDQ_TRACE(1, it);
       }
     }
     return;
@@ -203,23 +216,28 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
     const u32 slot = ring + s * C::kStage;
     const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
     mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
+    SVDQ_TRACE(5, it);
     if (warp_live) {
       const u32 swa = ld_shared_u32(slot + sfa_a) & (ok_a & mask), swb = ld_shared_u32(slot + sfa_b) & (ok_b & mask);
       rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(empty_p + 8 * s);
+    SVDQ_TRACE(6, it);
   };
   auto issue = [&](int it, const u32* f) {  // the four k16 wgmmas of main tile `it` (one commit group)
     const int bs = it % BSTAGES;
     const u32 tile = btiles + bs * C::kBTile;
     mbar_wait(full_b + 8 * bs, (it / BSTAGES) & 1);
+    SVDQ_TRACE(7, it);
     wgmma_fence();
 #pragma unroll
     for (int part = 0; part < 4; ++part) wgmma_rs_f16<BN>(acc, f + 4 * part, wgmma_desc_sw128(tile + part * 32));
     wgmma_commit();
+    SVDQ_TRACE(8, it);
   };
   auto release_b = [&](int it) {  // every wgmma that read B tile `it` is done (this warp waited for them)
+    SVDQ_TRACE(9, it);
     __syncwarp();
     if (lane == 0) mbar_arrive(empty_b + 8 * (it % BSTAGES));
   };
@@ -231,6 +249,7 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
     wgmma_wait_acc<BN, 0>(acc);
     release_b(num_main - 1);
   }
+  SVDQ_TRACE(10, 1);
   // The main term back to its true scale (exact, a power of two) before the rank steps.
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
@@ -262,6 +281,7 @@ SVDQ_DEV void sm90_svdq_narrow(const Sm90WsParams& P) {
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) store_fragment(p, alpha, rowa, n0 + 2 * c + 8 * j, acc + 4 * j);
   }
+  SVDQ_TRACE(10, 2);
 }
 
 }  // namespace svdq_k
