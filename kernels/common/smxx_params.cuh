@@ -54,8 +54,6 @@ struct DequantParams {
   u16* out;        // fp16 [m, K], each group of 8 in the order (0,4,1,5,2,6,3,7)
   i64 m, k;        // rows, K
 };
-// Words of 8 codes a thread of smxx_dequant_fp16 converts per sweep of its grid (see registry::fp16_copy_blocks).
-constexpr int kDequantFp16WordsPerThread = 8;
 
 struct LoraDownParams {
   const u16* x;     // bf16 [M, K]

@@ -3,15 +3,8 @@
 // tiles at N = 3072, dequantizing A inside every CTA cost more than the weights) and the weights of the
 // warp-specialized program for large M (once instead of once per row-tile CTA). Each value is the one dequant8_f16
 // writes into the programs' shared-memory tiles, in its order: inside each group of 8 K elements, (0,4,1,5,2,6,3,7).
-// Each warp converts runs of 32 kDequantFp16WordsPerThread consecutive words of 8 codes, lane l the words l, l + 32,
-// l + 64, ...: every load instruction of the warp reads 128 contiguous bytes of codes and every store writes 512
-// contiguous bytes (with 64 bytes per thread in one store, each warp store touched 32 half sectors and the launch ran
-// at a third of copy bandwidth); a thread's loads are all issued before its stores. The grid sweeps the words as many
-// times as it needs: before the small-M GEMM it is kept to the SMs that GEMM leaves free (a GEMM CTA takes the whole
-// register file, so it cannot start on an SM that still runs a copy CTA, and would wait for the copy to finish
-// instead of preparing meanwhile, registry::fp16_copy_blocks). (Four words per thread in one sweep of a full grid
-// measured no faster for the large-M copies than one word per thread: 9.66 / 8.16 vs 9.73 / 7.94 us at
-// 4096 x 3072 x 3072, ncu; those copies are bound by L2 writes, bench/results/2026-12-01_h200_narrow.md.)
+// One thread per word of 8 codes: a warp reads 128 contiguous bytes of codes and writes 512 contiguous bytes (with
+// 64 bytes per thread, each warp store touched 32 half sectors and the launch ran at a third of copy bandwidth).
 #pragma once
 #include "common/smxx_dequant.cuh"
 #include "common/smxx_params.cuh"
@@ -24,47 +17,30 @@ SVDQ_DEV void smxx_dequant_fp16(const DequantParams& p) {
   // this grid's completion before its first load of this copy, and prepares everything else meanwhile.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
-  constexpr int kPer = kDequantFp16WordsPerThread;
-  const i64 words = p.k / 8, total = p.m * words;
+  const i64 words = p.k / 8;
+  const i64 idx = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= p.m * words) return;
+  const u32 q = reinterpret_cast<const u32*>(p.a)[idx];  // rows are K/2 bytes = `words` words long
   const i64 sf_cols = (p.k / 16 + 3) / 4 * 4;
   // The scale of word w of row r (K group w / 2). The copy's word is word idx of the output too (same row length in
   // words). Below 2^32 words (any tensor one GPU holds today) the row / word split and the swizzled offset are
   // computed in unsigned 32-bit arithmetic: the kernel was instruction-bound on the 64-bit signed forms.
-  const bool narrow = total <= 0xFFFFFFFFll && p.m * sf_cols <= 0xFFFFFFFFll;
-  const i64 sweep = (i64)gridDim.x * blockDim.x * kPer;
-  for (i64 first = ((i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31u)) * kPer + (threadIdx.x & 31u); first < total;
-       first += sweep) {
-    u32 q[kPer], sc[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const i64 idx = first + 32 * j;
-      if (idx < total) {
-        q[j] = reinterpret_cast<const u32*>(p.a)[idx];  // rows are K/2 bytes = `words` words long
-        i64 sf_off;
-        if (narrow) {
-          const u32 w32 = (u32)words, r = (u32)idx / w32, c = ((u32)idx - r * w32) >> 1;
-          sf_off = sf_swizzled_offset_in<u32>(r, c, (u32)sf_cols);
-        } else {
-          sf_off = sf_swizzled_offset(idx / words, (idx % words) / 2, sf_cols);
-        }
-        sc[j] = p.a_sf[sf_off];
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const i64 idx = first + 32 * j;
-      if (idx < total) {
-        u32 o[4];
-        dequant8_f16(q[j], half2_lo_lo(scale2_half2_x128(sc[j])), o);
-        uint4 v;
-        v.x = o[0];
-        v.y = o[1];
-        v.z = o[2];
-        v.w = o[3];
-        reinterpret_cast<uint4*>(p.out)[idx] = v;
-      }
-    }
+  i64 sf_off;
+  if (p.m * words <= 0xFFFFFFFFll && p.m * sf_cols <= 0xFFFFFFFFll) {
+    const u32 w32 = (u32)words, r = (u32)idx / w32, c = ((u32)idx - r * w32) >> 1;
+    sf_off = sf_swizzled_offset_in<u32>(r, c, (u32)sf_cols);
+  } else {
+    sf_off = sf_swizzled_offset(idx / words, (idx % words) / 2, sf_cols);
   }
+  const u32 s = half2_lo_lo(scale2_half2_x128(p.a_sf[sf_off]));
+  u32 o[4];
+  dequant8_f16(q, s, o);
+  uint4 v;
+  v.x = o[0];
+  v.y = o[1];
+  v.z = o[2];
+  v.w = o[3];
+  reinterpret_cast<uint4*>(p.out)[idx] = v;
 }
 
 }  // namespace svdq_k

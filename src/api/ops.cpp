@@ -56,10 +56,8 @@ void with_fp16_copies(const jit::DeviceTarget& dev, Stream stream, const std::ve
                       const registry::Build& build, unsigned gx, unsigned gy, Params&& params) {
   const registry::Build& dq = router::select_dequant_fp16(dev);
   std::vector<int64_t> blocks;
-  const int64_t gemm_ctas = int64_t(gx) * gy;
   for (const Fp16Operand& o : ops) {
-    blocks.push_back(registry::fp16_copy_blocks(checked::mul(o.rows, k / 8, "FP16 copy words"), dq.threads,
-                                                dev.sm_count, gemm_ctas));
+    blocks.push_back(checked::ceil_div(checked::mul(o.rows, k / 8, "FP16 copy words"), dq.threads, "dequant grid"));
     if (blocks.back() > 0x7FFFFFFF)
       throw Error(ErrorCode::InvalidArgument, std::string("mm_nvfp4_svdquant: argument '") + o.arg + "' is too large for one launch");
   }

@@ -7,7 +7,6 @@
 
 #include "common/checked.hpp"
 #include "common/sha256.hpp"
-#include "common/smxx_params.cuh"
 #include "jit/embedded_sources.hpp"
 #include "svdq/error.hpp"
 
@@ -375,16 +374,6 @@ bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp1
 
 int64_t fp16_copy_bytes(int64_t rows, int64_t k) {
   return checked::mul(checked::mul(rows, k, "FP16 copy elements"), 2, "FP16 copy bytes");
-}
-
-int64_t fp16_copy_blocks(int64_t words, int threads, int sm_count, int64_t gemm_ctas) {
-  if (words < 0 || threads <= 0 || sm_count <= 0 || gemm_ctas < 0)
-    throw Error(ErrorCode::InvalidArgument, "fp16_copy_blocks: words, gemm_ctas >= 0 and threads, sm_count > 0 required");
-  const int64_t full = std::max<int64_t>(
-      1, checked::ceil_div(words, checked::mul(threads, svdq_k::kDequantFp16WordsPerThread, "copy sweep"), "copy grid"));
-  if (gemm_ctas >= sm_count) return full;
-  // Never more than 4 sweeps: a sweep's loads wait about one memory latency.
-  return std::min<int64_t>(full, std::max<int64_t>(sm_count - gemm_ctas, (full + 3) / 4));
 }
 
 std::vector<const Build*> usable_builds(int cc) {

@@ -90,11 +90,6 @@ ClusterShape cluster_shape(const Build& b);
 int a16_rows_per_cta(const Build& b);
 // Bytes of such an FP16 copy of `rows` x K.
 int64_t fp16_copy_bytes(int64_t rows, int64_t k);
-// CTAs of a smxx_dequant_fp16 launch over `words` words of 8 codes (threads per CTA, svdq_k::kDequantFp16WordsPerThread
-// words per thread per sweep) before a GEMM of `gemm_ctas` CTAs on `sm_count` SMs: one sweep's worth, or, when the
-// GEMM leaves SMs free, at most that many (the CTAs loop over the rest; but at most 4 sweeps), so the GEMM's CTAs
-// start on SMs no copy CTA holds and prepare while the copy runs. At least 1.
-int64_t fp16_copy_blocks(int64_t words, int threads, int sm_count, int64_t gemm_ctas);
 
 std::string family(const Build& b);       // "sm80_svdq_gemm", "smxx_quantize", "smxx_lora_down"
 std::string render(const Build& b);       // the source unit (deterministic bytes)

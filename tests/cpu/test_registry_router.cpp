@@ -238,16 +238,6 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
   EXPECT_EQ(reg::build_by_id("smxx_dequant_fp16").program, reg::Program::DequantFp16);
   EXPECT_FALSE(reg::is_gemm(reg::build_by_id("smxx_dequant_fp16")));
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
-  // The copy's grid: one sweep of 256 x 8 words per CTA, kept to the SMs a smaller GEMM leaves free.
-  EXPECT_EQ(reg::fp16_copy_blocks(129 * 3072 / 8, 256, 132, 96), 25);  // 49 536 words: one sweep, 25 CTAs <= 36
-  EXPECT_EQ(reg::fp16_copy_blocks(1000 * 3072 / 8, 256, 132, 96), 47);  // 384 000 words: 188 CTAs, 4 sweeps at most
-  EXPECT_EQ(reg::fp16_copy_blocks(129 * 12288 / 8, 256, 132, 96), 36);  // 198 144 words: 97 CTAs capped at 36
-  EXPECT_EQ(reg::fp16_copy_blocks(4096 * 3072 / 8, 256, 132, 132), 768);  // GEMM on every SM: the full sweep
-  EXPECT_EQ(reg::fp16_copy_blocks(4096 * 3072 / 8, 256, 132, 4000), 768);
-  EXPECT_EQ(reg::fp16_copy_blocks(1, 256, 132, 0), 1);
-  EXPECT_EQ(reg::fp16_copy_blocks(0, 256, 132, 10), 1);
-  EXPECT_THROW(reg::fp16_copy_blocks(-1, 256, 132, 10), svdq::Error);
-  EXPECT_THROW(reg::fp16_copy_blocks(10, 0, 132, 10), svdq::Error);
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
   EXPECT_THROW(reg::fp16_copy_bytes(int64_t(1) << 40, int64_t(1) << 30), svdq::Error);
