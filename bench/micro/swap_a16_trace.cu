@@ -9,6 +9,11 @@
 // main loop and rank steps done (1), epilogue stored (2), dependents launched (3), tensor maps prefetched (4);
 // 10 consumer about to wait for an FP16 tile.
 //
+// With the copy (the second set of runs): the op as svdq launches it, the FP16 copy of A (smxx_dequant_fp16, from
+// packed codes and scales) and then the GEMM by programmatic dependent launch, and on the GPU's global timer (ns,
+// comparable across SMs and kernels): when the copy's first CTA started and its last one ended, and when the traced
+// GEMM CTAs started, issued their first A load (after griddepcontrol.wait), issued their first wgmma and finished.
+//
 // Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/swap_a16_trace.cu -o t
 #include <algorithm>
 #include <cstdio>
@@ -20,18 +25,45 @@
 
 constexpr int kTraceCtas = 3, kEvents = 11, kMaxTiles = 256;
 __device__ long long g_trace[kTraceCtas][kEvents][kMaxTiles];
+// Global-timer stamps: [cta][0] start, [1] first A load issued, [2] first wgmma, [3] epilogue stored; copy start / end.
+__device__ unsigned long long g_gt[kTraceCtas][4], g_copy_start, g_copy_end;
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
 
 // CTA 0, the middle column tile of row tile 0, and the last CTA.
 __device__ __forceinline__ void trace_point(int point, int it) {
   const int cta = blockIdx.y * gridDim.x + blockIdx.x;
   const int sel = cta == 0 ? 0 : cta == (int)gridDim.x / 2 ? 1 : cta == (int)(gridDim.x * gridDim.y) - 1 ? 2 : -1;
   if (sel >= 0 && (threadIdx.x & 31) == 0 && it >= 0 && it < kMaxTiles) g_trace[sel][point][it] = clock64();
+  if (sel >= 0 && (threadIdx.x & 31) == 0) {
+    const int g = point == 9 && it == 0 ? 0 : point == 1 && it == 0 ? 1 : point == 7 && it == 0 ? 2 : point == 9 && it == 2 ? 3 : -1;
+    if (g >= 0) g_gt[sel][g] = global_ns();
+  }
 }
 #define SVDQ_TRACE(point, it) trace_point(point, it)
 #include "sm90/sm90_svdq_swap_a16.cuh"
+#include "quantize/smxx_dequant_fp16.cuh"
 #include "micro_util.hpp"
 
 using namespace svdq_k;
+
+// Keeps the GPU busy for ~`ns` so that the launches after it are queued before it ends (otherwise the host's launch
+// latency, not the GPU, sets when the GEMM starts after the ~1 us copy).
+extern "C" __global__ void busy(unsigned ns) {
+  const unsigned long long t0 = global_ns();
+  while (global_ns() - t0 < ns) {
+  }
+}
+// The op's FP16 copy of A, as the registry's smxx_dequant_fp16 build, with the copy's first start and last end.
+extern "C" __global__ void __launch_bounds__(256) copy_a(const DequantParams p) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) g_copy_start = global_ns();
+  smxx_dequant_fp16(p);
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(&g_copy_end, global_ns());
+}
 
 #define KERNEL(name, ...)                                                                            \
   extern "C" __global__ void __launch_bounds__(Sm90SwapA16Config<__VA_ARGS__>::kThreads, 1)          \
@@ -49,11 +81,22 @@ KERNEL(s10_f_g2_p4_x2, 72, 10, false, 8, 10, 1, 4, 2, 2, true)
 KERNEL(s14_t6_g2_p4_x2, 72, 14, false, 8, 6, 1, 4, 2, 2)
 
 template <typename Kern>
-static void run(const char* label, Kern kern, int smem, int threads, long long K, void* flush) {
+static void run(const char* label, Kern kern, int smem, int threads, long long K, void* flush, bool with_copy = false,
+                int copy_carveout = -1, bool pdl = true) {
   const long long M = 129, N = 3072, R = 32, BM = 72;
-  void *a16, *b, *bsf, *alpha, *d, *l1, *bias, *out;
+  void *a16, *b, *bsf, *alpha, *d, *l1, *bias, *out, *a4, *asf;
   const long long sf_rows = (N + 127) / 128 * 128, sf_cols = (K / 16 + 3) / 4 * 4;
+  check(cudaMalloc(&a4, M * K / 2), "malloc");
+  check(cudaMalloc(&asf, (M + 127) / 128 * 128 * sf_cols), "malloc");
+  cudaMemset(a4, 0x11, M * K / 2);
+  cudaMemset(asf, 0x38, (M + 127) / 128 * 128 * sf_cols);
+  DequantParams q{};
+  q.a = static_cast<const u8*>(a4);
+  q.a_sf = static_cast<const u8*>(asf);
+  q.m = M;
+  q.k = K;
   check(cudaMalloc(&a16, M * K * 2), "malloc");
+  q.out = static_cast<u16*>(a16);
   check(cudaMalloc(&b, N * K / 2), "malloc");
   check(cudaMalloc(&bsf, sf_rows * sf_cols), "malloc");
   check(cudaMalloc(&alpha, 4), "malloc");
@@ -101,14 +144,46 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
       check(cudaMemcpyToSymbol(g_trace, t.data(), t.size() * sizeof(long long)), "trace reset");
     }
     cudaEventRecord(e0);
-    kern<<<grid, threads, smem>>>(p);
+    if (with_copy) {  // as ops.cpp: the copy, then the GEMM by programmatic dependent launch
+      const unsigned long long zero = 0;
+      check(cudaMemcpyToSymbol(g_copy_end, &zero, sizeof(zero)), "copy end reset");
+      check(cudaFuncSetAttribute(copy_a, cudaFuncAttributePreferredSharedMemoryCarveout, copy_carveout), "carveout");
+      busy<<<1, 32>>>(100000u);
+      copy_a<<<(unsigned)((M * K / 8 + 255) / 256), 256>>>(q);
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = grid;
+      cfg.blockDim = dim3((unsigned)threads);
+      cfg.dynamicSmemBytes = (size_t)smem;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr.val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = &attr;
+      cfg.numAttrs = pdl ? 1 : 0;
+      check(cudaLaunchKernelEx(&cfg, kern, p), "PDL launch");
+    } else {
+      kern<<<grid, threads, smem>>>(p);
+    }
     cudaEventRecord(e1);
     check(cudaEventSynchronize(e1), label);
     cudaEventElapsedTime(&ms, e0, e1);
   }
   check(cudaMemcpyFromSymbol(t.data(), g_trace, t.size() * sizeof(long long)), "trace");
   const int tiles = (int)(K / 64);
-  std::printf("== %s, K = %lld (%d main tiles): kernel %.2f us (events, incl. launch)\n", label, K, tiles, ms * 1e3f);
+  std::printf("== %s, K = %lld (%d main tiles)%s: %.2f us (events, incl. launch)\n", label, K, tiles,
+              !with_copy ? "" : pdl ? (copy_carveout < 0 ? ", after the FP16 copy of A (PDL)" :
+                                       ", after the FP16 copy of A with the shared-memory carveout at its maximum (PDL)")
+                                    : ", after the FP16 copy of A (no PDL)", ms * 1e3f);
+  if (with_copy) {
+    unsigned long long gt[kTraceCtas][4], c0, c1;
+    check(cudaMemcpyFromSymbol(gt, g_gt, sizeof(gt)), "gt");
+    check(cudaMemcpyFromSymbol(&c0, g_copy_start, sizeof(c0)), "gt");
+    check(cudaMemcpyFromSymbol(&c1, g_copy_end, sizeof(c1)), "gt");
+    std::printf("  global timer, ns from the copy's start: copy ends %lld\n", (long long)(c1 - c0));
+    for (int c = 0; c < kTraceCtas; ++c)
+      std::printf("  CTA %d: starts %lld, first A load issued %lld, first wgmma %lld, stored %lld\n", c,
+                  (long long)(gt[c][0] - c0), (long long)(gt[c][1] - c0), (long long)(gt[c][2] - c0),
+                  (long long)(gt[c][3] - c0));
+  }
   for (int c = 0; c < kTraceCtas; ++c) {
     auto at = [&](int e, int it) { return t[(c * kEvents + e) * kMaxTiles + it]; };
     const long long t0 = at(9, 0);
@@ -158,6 +233,8 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
     }
   }
   cudaFree(a16);
+  cudaFree(a4);
+  cudaFree(asf);
   cudaFree(b);
   cudaFree(bsf);
   cudaFree(alpha);
@@ -169,6 +246,9 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
 
 #define RUN(k, K, ...)                                                                                      \
   run(#k, k, Sm90SwapA16Config<__VA_ARGS__>::kSmem, Sm90SwapA16Config<__VA_ARGS__>::kThreads, K, flush)
+#define RUN_COPY(k, K, carveout, pdl, ...)                                                                  \
+  run(#k, k, Sm90SwapA16Config<__VA_ARGS__>::kSmem, Sm90SwapA16Config<__VA_ARGS__>::kThreads, K, flush, true, \
+      carveout, pdl)
 
 int main() {
   void* flush;
@@ -180,6 +260,11 @@ int main() {
     RUN(s16_t4_g4_p4_x2, K, 72, 16, false, 8, 4, 1, 4, 4, 2);
     RUN(s10_f_g2_p4_x2, K, 72, 10, false, 8, 10, 1, 4, 2, 2, true);
     RUN(s14_t6_g2_p4_x2, K, 72, 14, false, 8, 6, 1, 4, 2, 2);
+  }
+  for (long long K : {3072LL, 12288LL}) {
+    RUN_COPY(s16_t4_g4_p4_x2, K, -1, true, 72, 16, false, 8, 4, 1, 4, 4, 2);
+    RUN_COPY(s16_t4_g4_p4_x2, K, 100, true, 72, 16, false, 8, 4, 1, 4, 4, 2);
+    RUN_COPY(s16_t4_g4_p4_x2, K, -1, false, 72, 16, false, 8, 4, 1, 4, 4, 2);
   }
   return 0;
 }

@@ -203,10 +203,8 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   if (tid >= 128) {  // producers
     const int pw = (tid - 128) >> 5;  // producer warp: slots it % PRODUCERS == pw
     if (lane == 0) {
-      tma_prefetch_desc(&P.tma_a);
+      tma_prefetch_desc(&P.tma_a);  // (the rank steps' maps after the first loads)
       tma_prefetch_desc(&P.tma_b);
-      tma_prefetch_desc(&P.tma_d);
-      if constexpr (DQW > 0) tma_prefetch_desc(&P.tma_l1);
       SVDQ_TRACE(9, 4);
       const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
       // A column-tile past N (the grid rounded up to whole clusters) loads zeros for B (TMA fill) and no scales.
@@ -234,7 +232,12 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         tma_load_2d(slot + C::kOffPackB, &P.tma_b, 32 * it, (int)n0, bar);
         if (n_ok) bulk_load(slot + C::kOffSfB, p.b_sf + ((n0 >> 7) * sf_ktiles + it) * 512, 512, bar);
       };
-      const int early = num_main < STAGES ? num_main : STAGES;  // slots free at the start
+      // Only each producer's first slot's weights go before the wait for the copy of A: a CTA of this program takes
+      // the whole register file, so it starts only once the copy's CTAs have left its SM (~0.2 us after the copy
+      // ended, on the H200's global timer, bench/micro/swap_a16_trace.cu), and the first A tile, issued behind
+      // STAGES / PRODUCERS weight loads per producer, was the CTA's first tile to complete (~1.9 us to the first
+      // wgmma after it).
+      const int early = num_main < PRODUCERS ? num_main : PRODUCERS;
       for (int it = pw; it < early; it += PRODUCERS) load_b(it);
       pdl_wait_prior_grid();
       for (int it = pw; it < total; it += PRODUCERS) {
@@ -242,6 +245,10 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
           if (it >= early) load_b(it);
           load_a(&P.tma_a, 64 * it, it);
           SVDQ_TRACE(1, it);
+          if (it == pw) {
+            tma_prefetch_desc(&P.tma_d);
+            if constexpr (DQW > 0) tma_prefetch_desc(&P.tma_l1);
+          }
         } else {
           wait_slot(it);
           mbar_arrive_expect_tx(full + 8 * (it % STAGES), C::kATile);
