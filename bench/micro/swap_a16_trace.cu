@@ -79,11 +79,12 @@ KERNEL(s12_t8_g4_p4_x2, 72, 12, false, 8, 8, 1, 4, 4, 2)
 KERNEL(s16_t4_g4_p4_x2, 72, 16, false, 8, 4, 1, 4, 4, 2)
 KERNEL(s10_f_g2_p4_x2, 72, 10, false, 8, 10, 1, 4, 2, 2, true)
 KERNEL(s14_t6_g2_p4_x2, 72, 14, false, 8, 6, 1, 4, 2, 2)
+KERNEL(bm24_s16_t4_g4_p4_x2, 24, 16, false, 8, 4, 1, 4, 4, 2)  // the registry's 24-row build (104 registers)
 
 template <typename Kern>
 static void run(const char* label, Kern kern, int smem, int threads, long long K, void* flush, bool with_copy = false,
-                int copy_carveout = -1, bool pdl = true) {
-  const long long M = 129, N = 3072, R = 32, BM = 72;
+                int copy_carveout = -1, bool pdl = true, long long M = 129, long long BM = 72) {
+  const long long N = 3072, R = 32;
   void *a16, *b, *bsf, *alpha, *d, *l1, *bias, *out, *a4, *asf;
   const long long sf_rows = (N + 127) / 128 * 128, sf_cols = (K / 16 + 3) / 4 * 4;
   check(cudaMalloc(&a4, M * K / 2), "malloc");
@@ -169,7 +170,7 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
   }
   check(cudaMemcpyFromSymbol(t.data(), g_trace, t.size() * sizeof(long long)), "trace");
   const int tiles = (int)(K / 64);
-  std::printf("== %s, K = %lld (%d main tiles)%s: %.2f us (events, incl. launch)\n", label, K, tiles,
+  std::printf("== %s, M = %lld, K = %lld (%d main tiles)%s: %.2f us (events, incl. launch)\n", label, M, K, tiles,
               !with_copy ? "" : pdl ? (copy_carveout < 0 ? ", after the FP16 copy of A (PDL)" :
                                        ", after the FP16 copy of A with the shared-memory carveout at its maximum (PDL)")
                                     : ", after the FP16 copy of A (no PDL)", ms * 1e3f);
@@ -246,9 +247,9 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
 
 #define RUN(k, K, ...)                                                                                      \
   run(#k, k, Sm90SwapA16Config<__VA_ARGS__>::kSmem, Sm90SwapA16Config<__VA_ARGS__>::kThreads, K, flush)
-#define RUN_COPY(k, K, carveout, pdl, ...)                                                                  \
+#define RUN_COPY(k, K, M, carveout, pdl, ...)                                                               \
   run(#k, k, Sm90SwapA16Config<__VA_ARGS__>::kSmem, Sm90SwapA16Config<__VA_ARGS__>::kThreads, K, flush, true, \
-      carveout, pdl)
+      carveout, pdl, M, Sm90SwapA16Config<__VA_ARGS__>::kAHalf)
 
 int main() {
   void* flush;
@@ -262,9 +263,11 @@ int main() {
     RUN(s14_t6_g2_p4_x2, K, 72, 14, false, 8, 6, 1, 4, 2, 2);
   }
   for (long long K : {3072LL, 12288LL}) {
-    RUN_COPY(s16_t4_g4_p4_x2, K, -1, true, 72, 16, false, 8, 4, 1, 4, 4, 2);
-    RUN_COPY(s16_t4_g4_p4_x2, K, 100, true, 72, 16, false, 8, 4, 1, 4, 4, 2);
-    RUN_COPY(s16_t4_g4_p4_x2, K, -1, false, 72, 16, false, 8, 4, 1, 4, 4, 2);
+    RUN_COPY(s16_t4_g4_p4_x2, K, 129, -1, true, 72, 16, false, 8, 4, 1, 4, 4, 2);
+    RUN_COPY(s16_t4_g4_p4_x2, K, 129, 100, true, 72, 16, false, 8, 4, 1, 4, 4, 2);
+    RUN_COPY(s16_t4_g4_p4_x2, K, 129, -1, false, 72, 16, false, 8, 4, 1, 4, 4, 2);
   }
+  // The 24-row build at M = 16 (its CTAs leave room in the register file for copy CTAs; the carveout decides).
+  for (int carveout : {-1, 100}) RUN_COPY(bm24_s16_t4_g4_p4_x2, 3072LL, 16, carveout, true, 24, 16, false, 8, 4, 1, 4, 4, 2);
   return 0;
 }
