@@ -1,6 +1,6 @@
 // sm_90a NVFP4 SVDQuant GEMM for small M with narrow output-column tiles: one CTA computes all 64 WGS rows of its
 // row tile (every row of M <= 64 WGS) for BN output columns, so the grid has N / BN CTAs (96 at N = 3072, BN = 32)
-// and every weight element is dequantized once. Not swapped: the activations are the wgmma A side (M), the weights
+// and every weight element is dequantized once per row tile. Not swapped: the activations are the wgmma A side (M), the weights
 // its N side.
 //
 //   consumers (warps 0 .. 4 WGS - 1, WGS warpgroups of 64 rows): build their RS A fragments straight from the
@@ -32,7 +32,7 @@
 // per-K-tile path is the limit, not shared memory: ~700 cycles per tile at M = 1 (one live warp building its
 // fragments, ~330 cycles of it), ~1 200 at M = 129; with the fragment build removed (wrong results, timing only)
 // still ~470 / ~550 cycles per tile, against ~330 for the swap-A16 build's whole pipeline (two K tiles per consumer
-// step, one barrier wait per tile). Deeper rings (16-20 slots, 8 producers) changed nothing.
+// step, one barrier wait per tile). Deeper rings (16-32 slots, 8 producers) changed nothing.
 //
 // K order and per-k16 product sets are those of the other programs (main K tiles of 64 in order, k16 steps in order,
 // inside each group of 8 the order (0,4,1,5,2,6,3,7); then the rank in k16 steps), so the results are bitwise theirs.

@@ -141,7 +141,9 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   const u32 crank = sync_after_barrier_init<CLUSTER>();
   SVDQ_TRACE(9, 0);
   // Only the producer reads what the preceding launch (the FP16 copy of A) writes, so only it waits for that grid
-  // (programmatic dependent launch): everything else, the weights' first tiles included, starts while it runs.
+  // (programmatic dependent launch); everything else, the weights' first tiles included, may start before the copy
+  // has finished (in practice a CTA of the 72-row builds needs the whole register file and starts as the copy's CTAs
+  // leave its SM, see the producers).
 
   if constexpr (DQW > 0) {
     if (tid >= C::kDq0) {  // dequant warps: words w0.. of B row drow of every main K tile

@@ -208,7 +208,7 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
         EXPECT_EQ(b.tile_bufs % b.teams, 0);
         EXPECT_EQ(b.team_warps * b.teams, b.dq_warps);
       }
-    } else if (b.program == reg::Program::Sm90Narrow) {  // WGS consumer warpgroups, a producer warp, B dequant warps
+    } else if (b.program == reg::Program::Sm90Narrow) {  // WGS consumer warpgroups, producer warps, B dequant warps
       EXPECT_TRUE(b.bm == 64 || b.bm == 128 || b.bm == 192);
       EXPECT_TRUE(b.bn % 8 == 0 && b.bn >= 16 && b.bn <= 64);
       EXPECT_TRUE(b.dq_warps >= 1 && b.dq_warps <= 8 && b.tile_bufs >= 2 && b.stages >= 2);
