@@ -235,8 +235,8 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         if (n_ok) bulk_load(slot + C::kOffSfB, p.b_sf + ((n0 >> 7) * sf_ktiles + it) * 512, 512, bar);
       };
       // Only each producer's first slot's weights go before the wait for the copy of A: a CTA of this program takes
-      // the whole register file, so it starts only once the copy's CTAs have left its SM (~0.2 us after the copy
-      // ended, on the H200's global timer, bench/micro/swap_a16_trace.cu), and the first A tile, issued behind
+      // the whole register file, so it starts only once the copy's CTAs have left its SM (around the copy's end,
+      // on the H200's global timer, bench/micro/swap_a16_trace.cu), and the first A tile, issued behind
       // STAGES / PRODUCERS weight loads per producer, was the CTA's first tile to complete (~1.9 us to the first
       // wgmma after it).
       const int early = num_main < PRODUCERS ? num_main : PRODUCERS;
