@@ -52,3 +52,48 @@ static void map2d(Desc* out, void* base, int esize, long long cols, long long ro
   static_assert(sizeof(CUtensorMap) == sizeof(Desc), "a tensor map is 128 bytes");
   std::memcpy(out, &m, sizeof(m));
 }
+
+// Three launches of `launch` (a warm-up, then cold-L2 ones: 256 MiB of `flush` rewritten before each), `before_last`
+// called before the last (the trace micros clear their event buffer there); returns the last launch's CUDA-event
+// time in ms (launch overhead included).
+template <typename Launch, typename BeforeLast>
+static float cold_launches(void* flush, const char* label, Launch&& launch, BeforeLast&& before_last) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  float ms = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    cudaMemset(flush, rep, 256u << 20);
+    if (rep == 2) before_last();
+    cudaEventRecord(e0);
+    launch();
+    cudaEventRecord(e1);
+    check(cudaEventSynchronize(e1), label);
+    cudaEventElapsedTime(&ms, e0, e1);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return ms;
+}
+
+// Means of y - x over the tiles where both events were recorded (a trace slot left 0 was not).
+struct GapMeans {
+  double sum[10] = {0};
+  int cnt[10] = {0};
+  void add(int i, long long x, long long y) {
+    if (x != 0 && y != 0) {
+      sum[i] += (double)(y - x);
+      ++cnt[i];
+    }
+  }
+  double mean(int i) const { return cnt[i] ? sum[i] / cnt[i] : 0.0; }
+};
+
+// One row of a raw timeline: events first..last of a tile as cycles from t0 ("-" where not recorded).
+template <typename At>
+static void print_events(At&& at, int it, int first, int last, long long t0) {
+  for (int e = first; e <= last; ++e) {
+    if (at(e, it) != 0) std::printf(" %7lld", at(e, it) - t0);
+    else std::printf("       -");
+  }
+}

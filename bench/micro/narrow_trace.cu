@@ -82,23 +82,11 @@ static void run(const char* label, Kern kern, int smem, int threads, int rows, i
   map2d(&p.tma_l1, l1, 2, R, N, 64, bn, 128);
   check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "smem attribute");
   const dim3 grid((unsigned)(N / bn), (unsigned)((M + rows - 1) / rows));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  float ms = 0;
   std::vector<long long> t(kTraceCtas * kEvents * kMaxTiles);
-  for (int rep = 0; rep < 3; ++rep) {  // warm-up, then cold-L2 launches; the last one's trace is printed
-    cudaMemset(flush, rep, 256u << 20);
-    if (rep == 2) {
-      std::fill(t.begin(), t.end(), 0LL);
-      check(cudaMemcpyToSymbol(g_trace, t.data(), t.size() * sizeof(long long)), "trace reset");
-    }
-    cudaEventRecord(e0);
-    kern<<<grid, threads, smem>>>(p);
-    cudaEventRecord(e1);
-    check(cudaEventSynchronize(e1), label);
-    cudaEventElapsedTime(&ms, e0, e1);
-  }
+  const float ms = cold_launches(flush, label, [&] { kern<<<grid, threads, smem>>>(p); }, [&] {  // the last is printed
+    std::fill(t.begin(), t.end(), 0LL);
+    check(cudaMemcpyToSymbol(g_trace, t.data(), t.size() * sizeof(long long)), "trace reset");
+  });
   check(cudaMemcpyFromSymbol(t.data(), g_trace, t.size() * sizeof(long long)), "trace");
   const int tiles = (int)(K / 64);
   std::printf("== %s, M = %lld, K = %lld (%d main tiles): kernel %.2f us (events, incl. launch)\n", label, M, K, tiles,
@@ -106,14 +94,8 @@ static void run(const char* label, Kern kern, int smem, int threads, int rows, i
   for (int c = 0; c < kTraceCtas; ++c) {
     auto at = [&](int e, int it) { return t[(c * kEvents + e) * kMaxTiles + it]; };
     const long long t0 = at(10, 0);
-    double sum[10] = {0};
-    int cnt[10] = {0};
-    auto add = [&](int i, long long x, long long y) {
-      if (x != 0 && y != 0) {
-        sum[i] += (double)(y - x);
-        ++cnt[i];
-      }
-    };
+    GapMeans g;
+    auto add = [&](int i, long long x, long long y) { g.add(i, x, y); };
     for (int it = 8; it < tiles - 8; ++it) {
       add(0, at(1, it), at(2, it));       // loads issued -> team saw the data
       add(1, at(2, it), at(4, it));       // team: data -> tile written
@@ -126,22 +108,19 @@ static void run(const char* label, Kern kern, int smem, int threads, int rows, i
       add(8, at(1, it - 1), at(1, it));   // producer issue period (all producers)
       add(9, at(1, it), at(5, it));       // loads issued -> consumer saw the slot
     }
-    for (int i = 0; i < 10; ++i) sum[i] = cnt[i] ? sum[i] / cnt[i] : 0.0;
     std::printf("  CTA %d: first loads issued %lld, first wgmma %lld, main loop done %lld, stored %lld cycles; %.0f "
                 "cycles per K tile from the first wgmma to the loop's end\n", c, at(1, 0) - t0, at(8, 0) - t0,
                 at(10, 1) - t0, at(10, 2) - t0, (double)(at(10, 1) - at(8, 0)) / tiles);
     std::printf("    means over tiles 8..%d: issued->team data %.0f | team %.0f (tile wait %.0f) | consumer build %.0f |"
                 " written->consumer %.0f | consumer tile->issued %.0f | issued->released %.0f | consumer period %.0f |"
                 " issue period %.0f | issued->consumer slot %.0f\n",
-                tiles - 9, sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7], sum[8], sum[9]);
+                tiles - 9, g.mean(0), g.mean(1), g.mean(2), g.mean(3), g.mean(4), g.mean(5), g.mean(6), g.mean(7),
+                g.mean(8), g.mean(9));
     if (c == 0) {
       std::printf("    tile: free issued tdata tfree twritten c_slot c_built c_tile c_issued c_released\n");
       for (int it = 0; it < tiles; it += (it < 12 || (it >= 32 && it < 40) ? 1 : 8)) {
         std::printf("    %4d:", it);
-        for (int e = 0; e <= 9; ++e) {
-          if (at(e, it) != 0) std::printf(" %7lld", at(e, it) - t0);
-          else std::printf("       -");
-        }
+        print_events(at, it, 0, 9, t0);
         std::printf("\n");
       }
     }

@@ -133,18 +133,8 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
   map2d(&p.tma_out, out, 2, N, M, 64, BM, 128);
   check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "smem attribute");
   const dim3 grid((unsigned)(N / 64), (unsigned)((M + BM - 1) / BM));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  float ms = 0;
   std::vector<long long> t(kTraceCtas * kEvents * kMaxTiles);
-  for (int rep = 0; rep < 3; ++rep) {  // warm-up, then cold-L2 launches; the last one's trace is printed
-    cudaMemset(flush, rep, 256u << 20);
-    if (rep == 2) {  // events a form does not record (pairs: the odd tiles' 6 and 7) stay 0
-      std::fill(t.begin(), t.end(), 0LL);
-      check(cudaMemcpyToSymbol(g_trace, t.data(), t.size() * sizeof(long long)), "trace reset");
-    }
-    cudaEventRecord(e0);
+  auto launch = [&] {
     if (with_copy) {  // as ops.cpp: the copy, then the GEMM by programmatic dependent launch
       const unsigned long long zero = 0;
       check(cudaMemcpyToSymbol(g_copy_end, &zero, sizeof(zero)), "copy end reset");
@@ -164,10 +154,12 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
     } else {
       kern<<<grid, threads, smem>>>(p);
     }
-    cudaEventRecord(e1);
-    check(cudaEventSynchronize(e1), label);
-    cudaEventElapsedTime(&ms, e0, e1);
-  }
+  };
+  // The last launch's trace is printed; events a form does not record (pairs: the odd tiles' 6 and 7) stay 0.
+  const float ms = cold_launches(flush, label, launch, [&] {
+    std::fill(t.begin(), t.end(), 0LL);
+    check(cudaMemcpyToSymbol(g_trace, t.data(), t.size() * sizeof(long long)), "trace reset");
+  });
   check(cudaMemcpyFromSymbol(t.data(), g_trace, t.size() * sizeof(long long)), "trace");
   const int tiles = (int)(K / 64);
   std::printf("== %s, M = %lld, K = %lld (%d main tiles)%s: %.2f us (events, incl. launch)\n", label, M, K, tiles,
@@ -190,14 +182,8 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
     const long long t0 = at(9, 0);
     // Mean of b - a over the steady-state tiles where both events were recorded (pairs: 6 and 7 on even tiles;
     // their consumer period is then per pair).
-    double sum[10] = {0};
-    int cnt[10] = {0};
-    auto add = [&](int i, long long a, long long b) {
-      if (a != 0 && b != 0) {
-        sum[i] += (double)(b - a);
-        ++cnt[i];
-      }
-    };
+    GapMeans g;
+    auto add = [&](int i, long long a, long long b) { g.add(i, a, b); };
     for (int it = 8; it < tiles - 8; ++it) {
       add(0, at(0, it), at(1, it));  // producer: free -> issued
       add(1, at(1, it), at(2, it));  // issued -> team saw data
@@ -209,7 +195,6 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
       add(7, at(7, it - 1) != 0 ? at(7, it - 1) : at(7, it - 2), at(7, it));  // consumer period (per step)
       add(9, at(1, it - 1), at(1, it));  // producer issue period (all producers)
     }
-    for (int i = 0; i < 10; ++i) sum[i] = cnt[i] ? sum[i] / cnt[i] : 0.0;
     std::printf("  CTA %d: start->first tile issued %lld, first wgmma %lld, main loop done %lld, stored %lld cycles; "
                 "%.0f cycles per K tile from the first wgmma to the loop's end; maps prefetched %lld, dependents "
                 "launched %lld\n", c, at(1, 0) - t0, at(7, 0) - t0, at(9, 1) - t0, at(9, 2) - t0,
@@ -217,16 +202,14 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
     std::printf("    means over tiles 8..%d: free->issued %.0f | issued->data seen %.0f | team %.0f (waiting for its"
                 " tile %.0f) | written->consumer %.0f | consumer->issued %.0f | issued->released %.0f | consumer "
                 "period %.0f | issue period %.0f\n",
-                tiles - 9, sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7], sum[9]);
+                tiles - 9, g.mean(0), g.mean(1), g.mean(2), g.mean(3), g.mean(4), g.mean(5), g.mean(6), g.mean(7),
+                g.mean(9));
     if (c == 0) {
       std::printf("    tile: free issued data tfree written cons_t cons_a issued released | cons_wait (cycles from start)\n");
       for (int it = 0; it < tiles; it += (it < 12 || (it >= 32 && it < 44) ? 1 : 4)) {
         if (it >= 44 && it < tiles - 4) continue;
         std::printf("    %4d:", it);
-        for (int e = 0; e <= 8; ++e) {
-          if (at(e, it) != 0) std::printf(" %7lld", at(e, it) - t0);
-          else std::printf("       -");
-        }
+        print_events(at, it, 0, 8, t0);
         if (at(10, it) != 0) std::printf(" | %7lld", at(10, it) - t0);
         else std::printf(" |       -");
         std::printf("\n");
