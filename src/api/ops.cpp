@@ -121,6 +121,12 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   const unsigned gx = build.persistent ? static_cast<unsigned>(std::min<int64_t>(col_tiles * row_tiles, dev.sm_count))
                                        : static_cast<unsigned>((col_tiles + cl.x - 1) / cl.x * cl.x);
   const unsigned gy = build.persistent ? 1u : static_cast<unsigned>((row_tiles + cl.y - 1) / cl.y * cl.y);
+  // Builds with row tiles under 64 (forced by SVDQ_FORCE_BUILD past the sizes they are routed for) can need more
+  // than the 65535 row tiles a grid holds at an M the API accepts.
+  if (!build.persistent && row_tiles > 65535)
+    throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'a': M = " + std::to_string(dm.m) + " needs " +
+                                                std::to_string(row_tiles) + " row tiles of " + std::to_string(build.bm) +
+                                                " rows with build " + build.id + ", more than a grid's 65535");
   const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
   if (registry::needs_fp16_a(build) && registry::needs_fp16_b(build)) {
     // The warp-specialized program on FP16 A and B (SS wgmma): both deq(x) x 2^-7 as FP16 [rows, K].

@@ -23,6 +23,7 @@ const char* program_name(Program p) {
     case Program::DequantFp16: return "smxx_dequant_fp16";
     case Program::Sm90SwapA16: return "sm90_svdq_swap_a16";
     case Program::Sm90Narrow: return "sm90_svdq_narrow";
+    case Program::SmxxDecode: return "smxx_svdq_decode";
   }
   return "unknown";
 }
@@ -161,6 +162,24 @@ Build sm90_narrow(const std::string& id, int wgs, int bn, int stages, int bstage
   return b;
 }
 
+// Mirrors SmxxDecodeConfig in kernels/portable/smxx_svdq_decode.cuh (the rendered unit static_asserts the size).
+Build decode(const std::string& id, int mt, int jt, int warps, int stages) {
+  Build b;
+  b.id = id;
+  b.program = Program::SmxxDecode;
+  b.min_cc = 80;
+  b.bm = 16 * mt;
+  b.bn = 8 * jt * warps;
+  b.stages = stages;
+  b.tile_bufs = 2;  // FP16 activation tiles
+  b.threads = 32 * warps;
+  // Per warp a ring of weight slots (8 jt rows x (144 bytes of codes + 16 scale bytes)), 2 FP16 activation tiles,
+  // the CTA's ring of stages + 2 packed activation slots (bm rows x (128 code + 16 scale bytes)).
+  b.smem_bytes = int64_t(warps) * stages * 8 * jt * 160 + 2 * int64_t(b.bm) * 528 + int64_t(stages + 2) * b.bm * 144;
+  b.kernel_name = "svdq_" + id;
+  return b;
+}
+
 Build simple(const std::string& id, Program p, int threads) {
   Build b;
   b.id = id;
@@ -223,6 +242,11 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws16a_bn256_s4_b4", 256, 4, 4, 1, true, 1, 0, true),
       sm90_ws("sm90_ws16a_bn256_s4_b4_pers", 256, 4, 4, 1, true, 1, 0, true, true),
       sm90_ws("sm90_ws16_bn256_s4_b4_a4_d2_ss", 256, 4, 4, 2, true, 1, 4, false, false, true),
+      decode("smxx_dec_m16_j2_w4_s8", 1, 2, 4, 8),
+      decode("smxx_dec_m16_j1_w4_s8", 1, 1, 4, 8),
+      decode("smxx_dec_m16_j2_w2_s8", 1, 2, 2, 8),
+      decode("smxx_dec_m16_j2_w4_s12", 1, 2, 4, 12),
+      decode("smxx_dec_m32_j2_w4_s6", 2, 2, 4, 6),
   };
 }
 
@@ -311,6 +335,11 @@ std::string Build::description() const {
          << " warps dequantizing B (" << teams << " team(s) taking the K tiles in turn) into " << tile_bufs
          << " FP16 tiles, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
+    case Program::SmxxDecode:
+      os << "decode-sized M: mma.sync GEMM, " << bm << " activation rows x " << bn << " weight rows per CTA (" << bn / (threads / 32) << " per warp, "
+         << "dequantized in registers from a " << stages << "-slot cp.async ring per warp; activations dequantized per 256-K "
+         << "stage into 2 FP16 tiles), " << smem_bytes / 1024 << " KiB smem, sm_" << min_cc << "+";
+      break;
   }
   return os.str();
 }
@@ -354,7 +383,8 @@ bool toolkit_supports(const Build& b, int nvrtc, std::string* why) {
 
 bool is_gemm(const Build& b) {
   return b.program == Program::PortableGemm || b.program == Program::Sm90Wgmma || b.program == Program::Sm90Ws ||
-         b.program == Program::Sm90Swap || b.program == Program::Sm90SwapA16 || b.program == Program::Sm90Narrow;
+         b.program == Program::Sm90Swap || b.program == Program::Sm90SwapA16 || b.program == Program::Sm90Narrow ||
+         b.program == Program::SmxxDecode;
 }
 
 bool is_sm90a_program(Program p) {
@@ -466,6 +496,18 @@ std::string render(const Build& b) {
                                 ", " + std::to_string(b.tile_bufs) + ", " + std::to_string(b.dq_warps) + ", " +
                                 std::to_string(b.producers) + ", " + std::to_string(b.teams);
       render_sm90_unit(os, b, "sm90_svdq_narrow.cuh", "Sm90NarrowConfig", "sm90_svdq_narrow", targs);
+      break;
+    }
+    case Program::SmxxDecode: {
+      const int warps = b.threads / 32;
+      const std::string targs = std::to_string(b.bm / 16) + ", " + std::to_string(warps) + ", " + std::to_string(b.stages) +
+                                ", " + std::to_string(b.bn / 8 / warps);
+      os << "#include \"portable/smxx_svdq_decode.cuh\"\n"
+         << "static_assert(svdq_k::SmxxDecodeConfig<" << targs << ">::kSmem == " << b.smem_bytes
+         << ", \"registry smem_bytes differs from the kernel's\");\n"
+         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
+         << "(const svdq_k::MmParams p) {\n"
+         << "  svdq_k::smxx_svdq_decode<" << targs << ">(p);\n}\n";
       break;
     }
     case Program::LoraDown:

@@ -11,6 +11,7 @@
 
 #include "../model.hpp"
 #include "../test_util.hpp"
+#include "common/smxx_e2m1_pick.cuh"
 #include "common/smxx_nvfp4_codec.cuh"
 #include "format/nvfp4.hpp"
 
@@ -400,6 +401,22 @@ TEST(DequantBits, EveryCodeAtEveryPositionIsE2M1TimesTwoToMinus14) {
             << "code " << code << " at position " << pos << " of 0x" << std::hex << q;
         ASSERT_EQ(half & 0x71FFu, 0u) << "stray bits for code " << code;  // only sign and bits 11:9 may be set
       }
+}
+
+TEST(DequantBits, OneWordOfFourIsTheFullPlacementsWord) {
+  // The decode program's lanes build only word j = lane % 4 of e2m1x8_f16x2_bits; it must be that word, bit for bit.
+  const uint64_t seed = test_seed(109);
+  SCOPED_TRACE(seed_trace(seed));
+  Rng rng(seed);
+  for (int trial = 0; trial < (1 << 20); ++trial) {
+    const uint32_t q = trial < 16 ? 0x11111111u * static_cast<uint32_t>(trial)  // every code in every position
+                                  : static_cast<uint32_t>(rng.range(0, 0xFFFF)) |
+                                        (static_cast<uint32_t>(rng.range(0, 0xFFFF)) << 16);
+    uint32_t out[4];
+    svdq_k::e2m1x8_f16x2_bits(q, out);
+    for (uint32_t j = 0; j < 4; ++j)
+      ASSERT_EQ(svdq_k::e2m1x8_f16x2_word(q, j), out[j]) << "word " << j << " of 0x" << std::hex << q;
+  }
 }
 
 TEST(DequantBits, AllWordsMatchThePerElementPlacement) {

@@ -139,6 +139,38 @@ TEST(Router, RasterGroupsForManyWavesOverALargeB) {
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, reg::build_by_id("sm80_gemm_bm128_s4_t1")), 0);
 }
 
+// The decode program's builds: 16 x MT activation rows by 8 weight rows per warp per CTA, any sm_80+ GPU, and the
+// registry's fields are the ones its unit renders (the unit static_asserts the shared-memory size).
+TEST(Registry, DecodeBuildsMirrorTheirKernel) {
+  int n = 0, fit86 = 0;
+  for (const auto& b : reg::all_builds()) {
+    if (b.program != reg::Program::SmxxDecode) continue;
+    SCOPED_TRACE(b.id);
+    ++n;
+    EXPECT_TRUE(reg::is_gemm(b));
+    EXPECT_FALSE(reg::is_sm90a_program(b.program));
+    EXPECT_FALSE(reg::needs_fp16_a(b) || reg::needs_fp16_b(b));
+    EXPECT_TRUE(b.min_cc == 80 && b.max_cc == 0);
+    EXPECT_TRUE(b.bm == 16 || b.bm == 32);
+    const int warps = b.threads / 32, jt = b.bn / 8 / warps;  // 8 or 16 weight rows per warp
+    EXPECT_EQ(b.threads % 32, 0);
+    EXPECT_TRUE(jt == 1 || jt == 2) << b.bn << " weight rows, " << warps << " warps";
+    EXPECT_EQ(b.bn, 8 * jt * warps);
+    EXPECT_EQ(b.smem_bytes, warps * int64_t(b.stages) * 160 * 8 * jt + 2 * int64_t(b.bm) * 528 +
+                                int64_t(b.stages + 2) * b.bm * 144);
+    const std::string unit = reg::render(b);
+    const std::string targs = std::to_string(b.bm / 16) + ", " + std::to_string(warps) + ", " + std::to_string(b.stages) +
+                              ", " + std::to_string(jt);
+    EXPECT_NE(unit.find("smxx_svdq_decode<" + targs + ">(p)"), std::string::npos) << unit;
+    EXPECT_NE(unit.find("SmxxDecodeConfig<" + targs + ">::kSmem == " + std::to_string(b.smem_bytes)), std::string::npos);
+    EXPECT_EQ(reg::family(b), "smxx_svdq_decode");
+    EXPECT_LE(b.smem_bytes, reg::max_smem_optin_for_cc(90));
+    fit86 += b.smem_bytes <= reg::max_smem_optin_for_cc(86);
+  }
+  EXPECT_GE(n, 2);
+  EXPECT_GE(fit86, 1);  // one runs on every sm_80+ GPU (the 99 KiB of sm_86 / sm_89 / sm_120)
+}
+
 TEST(Router, ProgramNeedingANewerToolkitFallsBack) {
   svdq::jit::DeviceTarget h200;
   h200.cc = 90;

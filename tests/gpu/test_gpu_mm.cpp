@@ -247,6 +247,37 @@ TEST(GpuMmDeterminism, AllBuildsAgreeBitwise) {
     expect_builds_agree(s, seed_for(s, 2004), ids);
 }
 
+// The decode program (any sm_80+ GPU) on decode-sized shapes and their edges (M around its 16- and 32-row tiles,
+// a K tail of 32, K = 160 with a partial 256-K stage, ranks off the 64-wide groups): every decode build gives the
+// bytes of the portable program (and of the 24-row swap-AB build on an H200), and one of them matches the FP64
+// reference.
+TEST(GpuMmDecode, BuildsAgreeWithTheOthersAndTheReference) {
+  SVDQ_REQUIRE_GPU();
+  const svdq::DeviceInfo info = svdq::current_device_info();
+  const int cc = info.cc_major * 10 + info.cc_minor;
+  std::vector<std::string> ids = {"sm80_gemm_bm64_s4_t1"};
+  if (cc == 90) ids.push_back("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
+  int decode = 0;
+  for (const svdq::registry::Build* b : svdq::registry::usable_builds(cc))
+    if (b->program == svdq::registry::Program::SmxxDecode) {
+      ids.push_back(b->id);
+      ++decode;
+    }
+  ASSERT_GE(decode, 2);
+  for (const Shape& s : {make_shape(1, 3072, 3072, 32, true), make_shape(5, 4096, 12288, 128, false),
+                         make_shape(16, 3072, 3072, 256, true), make_shape(17, 3072, 3072, 16, false),
+                         make_shape(32, 160, 96, 48, true), make_shape(33, 160, 160, 96, true),
+                         make_shape(1, 12288, 3072, 64, false), make_shape(7, 64, 32, 16, true)})
+    expect_builds_agree(s, seed_for(s, 2007), ids);
+  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
+  for (const std::string& id : ids) {
+    if (id.rfind("smxx_dec", 0) != 0) continue;
+    force.set(id);
+    check_against_reference(make_shape(3, 3072, 3072, 96, true), test_seed(2008));
+    check_against_reference(make_shape(16, 4096, 96, 16, false), test_seed(2009));
+  }
+}
+
 // Every sm_90a build gives the same bytes on every shape of the default suite (issue #3's determinism contract;
 // the test above also ties them to the portable builds on smaller shapes).
 TEST(GpuMmDeterminism, Sm90BuildsAgreeOnSuiteShapes) {
