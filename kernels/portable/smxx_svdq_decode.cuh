@@ -1,30 +1,36 @@
 // NVFP4 SVDQuant GEMM for decode-sized M on any sm_80+ GPU: mma.sync.m16n8k16 with the activations as the m16
-// operand (16 * MT rows per CTA) and 8 weight rows per warp as the n8 operand.
+// operand (16 * MT rows per CTA) and 8 * JT weight rows per warp as the n8 operand(s).
 //
-// Why this shape: the determinism contract fixes each output's K order (K tiles of 64, k16 steps in order), so an
-// output element is one dependent chain of ceil(K / 64) * 4 mma steps that no schedule may split; at small M the
-// op's time is that chain's length times the time of one step, plus the first weights' arrival. With 8 weight rows
-// per warp, N / 8 warps run their chains side by side (384 at N = 3072, one per SM sub-partition), each step costs
-// the lane a quarter of two packed words (e2m1x8_f16x2_word) and one mma, and nothing waits on another warp except
-// once per 256 K elements (the activation stage).
+// Why this shape: the determinism contract fixes each output's K order (k16 steps in order), so an output element is
+// one dependent chain of mma steps that no schedule may split; at small M the op's time is that chain's length times
+// the time of one step, plus the first weights' arrival. With 8 weight rows per warp, N / 8 warps run their chains
+// side by side (384 at N = 3072, about one per SM sub-partition); each step costs a lane a quarter of two packed
+// words (e2m1x8_f16x2_word), their scale, one ldmatrix and one mma.
 //
-//   weights: each warp streams its 8 rows through its own cp.async ring of STAGES slots (256 K per slot: 8 x 128
-//       code bytes, row stride 144 so the 8 rows a load touches sit on distinct banks, and the rows' 16 scale
-//       bytes). Lane (g, t) builds the mma B fragment of row g from the slot: word j of e2m1x8_f16x2_bits(word) for
-//       j = t, times the row's scale (FP16 e2m1 x s x 2^-7, smxx_dequant.cuh).
-//   activations: the CTA's 16 * MT rows of codes and scales come through a CTA-wide cp.async ring of the same depth
-//       (one stage ahead of the weights, in the same commit groups); per 256-K stage all threads dequantize the next
-//       stage into an FP16 tile (two buffers, the order of dequant8_f16: inside each group of 8 K elements
-//       (0,4,1,5,2,6,3,7)) between the mma steps of the current one, read by ldmatrix as the mma A fragments. One
-//       __syncthreads per stage. (Loading them into registers one stage ahead instead, every CTA waited for the same
-//       cold line once per stage in lockstep: ~1 us per stage on an H200.)
+//   weights: each warp streams its rows through its own cp.async ring of STAGES slots (256 K per slot: 128 code
+//       bytes per row, row stride 144 so the 8 rows a load touches sit on distinct banks, then the rows' 16 scale
+//       bytes). Lane (g, t) builds the mma B fragment of row g from the slot: word t of e2m1x8_f16x2_bits(word)
+//       times the row's scale (FP16 e2m1 x s x 2^-7, smxx_dequant.cuh); each block of 4 steps reads its code words
+//       and scales while the block before computes (a stage has no branches).
+//   activations: the CTA's 16 * MT rows of codes and scales come through a CTA-wide cp.async ring two stages ahead
+//       of their use (in the weights' commit groups); per 256-K stage all threads dequantize the next stage into an
+//       FP16 tile (two buffers, the order of dequant8_f16: inside each group of 8 K elements (0,4,1,5,2,6,3,7)) after
+//       the current one's mma steps, read by ldmatrix as the A fragments. One __syncthreads per stage.
 //   rank steps: d (BF16, the A fragments) and l1 (the B fragments) straight from global memory into registers,
 //       the first two groups of 4 steps loaded before the K loop.
 //
-// K order and per-k16 product sets are those of every other program (main K tiles of 64 in order with a K % 64 = 32
-// tail as k16 steps of exact zeros, inside each group of 8 the order (0,4,1,5,2,6,3,7) for both operands; then the
-// rank in k16 steps, ceil(r / 64) * 4 of them, zeros past r), and so is the arithmetic: FP32 accumulation, the main
-// term unscaled by 2^14 before the rank steps, the shared epilogue (store_fragment), so the bytes are theirs.
+// Measured on an H200 (bench/results/2026-12-01_h200_decode.md): a dependent mma.sync chain alone runs at 24.6 cycles
+// per step (bench/micro/mma_sync_chain.cu), this program at ~84 (1 x 3072 x 12288 in 36.2 us): one warp per scheduler
+// issues its ~35 instructions per step in order, each waiting on the result before (ncu: 3.0-3.6 cycles per issued
+// instruction, mostly fixed-latency and short-scoreboard stalls). Splitting the work by role (dequant warps writing
+// ready-made fragments through an mbarrier ring, an activation warp) and two chains per warp both measured slower.
+//
+// K order and per-k16 product sets are those of every other program: k16 steps in order, inside each group of 8 the
+// order (0,4,1,5,2,6,3,7) for both operands; then the rank in k16 steps, ceil(r / 64) * 4 of them, zeros past r. Past
+// K every code and every scale is zero (a stage of 256 is run whole): k16 steps of exact zeros, which leave FP32
+// accumulators as they are (the other programs run their K tails the same way), so the bytes are theirs; so is the
+// arithmetic: FP32 accumulation, the main term unscaled by 2^14 before the rank steps, the shared epilogue
+// (store_fragment).
 #pragma once
 #include "common/smxx_e2m1_pick.cuh"
 #include "common/smxx_epilogue.cuh"
@@ -66,7 +72,7 @@ SVDQ_DEV void smxx_svdq_decode(const MmParams& p) {
   const i64 n0 = ((i64)blockIdx.x * W + warp) * C::kWRows;
   const i64 m0 = (i64)blockIdx.y * C::kRows;
   const bool live = n0 < p.n;
-  const i64 kp = (p.k + 63) / 64 * 64;  // main K in whole tiles of 64 (a tail of 32 runs as zero steps)
+  const i64 kp = (p.k + 63) / 64 * 64;  // main K in whole tiles of 64 (the stages of 256 cover it, zeros past K)
   const int nst = (int)((kp + C::kKs - 1) / C::kKs);
   const i64 kb = p.k / 2, kg = p.k / 16, sf_cols = (kg + 3) / 4 * 4;
   const u32 ring = smem0 + warp * C::kPerWarp;

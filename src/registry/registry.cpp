@@ -242,11 +242,8 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws16a_bn256_s4_b4", 256, 4, 4, 1, true, 1, 0, true),
       sm90_ws("sm90_ws16a_bn256_s4_b4_pers", 256, 4, 4, 1, true, 1, 0, true, true),
       sm90_ws("sm90_ws16_bn256_s4_b4_a4_d2_ss", 256, 4, 4, 2, true, 1, 4, false, false, true),
-      decode("smxx_dec_m16_j2_w4_s8", 1, 2, 4, 8),
-      decode("smxx_dec_m16_j1_w4_s8", 1, 1, 4, 8),
-      decode("smxx_dec_m16_j2_w2_s8", 1, 2, 2, 8),
-      decode("smxx_dec_m16_j2_w4_s12", 1, 2, 4, 12),
-      decode("smxx_dec_m32_j2_w4_s6", 2, 2, 4, 6),
+      decode("smxx_dec_m16_j1_w4_s8", 1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
+      decode("smxx_dec_m32_j1_w4_s6", 2, 1, 4, 6),
   };
 }
 
