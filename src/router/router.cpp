@@ -75,6 +75,14 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
     if (0.66 * double(narrow_waves) < double(wide_waves)) return narrow;
     return wide_waves >= 2 && wide_a16.smem_bytes <= smem_optin ? wide_a16 : wide;
   }
+  // Portable, decode-sized M: the decode program (8 weight rows per warp, one mma chain each), measured on an H200
+  // running the portable code (bench/results/2026-12-01_h200_decode.md): 1 / 4 / 16 / 32 x 3072 x 3072 in
+  // 11.3-15.8 us against 62.0-62.2 for the pipelined 64-row build, 1 x 12288 x 12288 in 83.8 against 236.0. Not
+  // measured on an sm_80 / sm_86 / sm_89 GPU itself.
+  if (s.m <= kDecodeMaxM) {
+    const registry::Build& dec = registry::build_by_id("smxx_dec_m16_j1_w4_s8");
+    if (dec.smem_bytes <= smem_optin && dec.smem_bytes + 1024 <= smem_per_sm) return dec;
+  }
   // Portable, measured on an H200 (bench/results/2026-11-29_h200_portable.md): with at least one wave of 128-row
   // tiles the single-buffer 128x128 build (two CTAs per SM) is fastest; below that, 64-row tiles with the
   // software-pipelined double buffer (one CTA per SM, latency-bound) win.

@@ -1,7 +1,7 @@
 // Routing: which build runs a given problem on a given device: the record of the arch's route table (routes.hpp)
 // for shapes it lists, else a heuristic: on 9.0 the swap-AB sm_90a program on FP16 A for M <= kSwapMaxM and the
-// warp-specialized one above (128x256 tiles when they fill the GPU, else 128x128), elsewhere the portable builds by
-// wave count and the device's shared memory.
+// warp-specialized one above (128x256 tiles when they fill the GPU, else 128x128), elsewhere the decode program for
+// M <= kDecodeMaxM and the portable builds by wave count and the device's shared memory above.
 #pragma once
 #include <cstdint>
 
@@ -29,6 +29,8 @@ constexpr int64_t kRasterBBytes = 24ll << 20;
 
 // Largest M the heuristic sends to the swap-AB program (its activation tile is the wgmma N side, at most 256 wide).
 constexpr int64_t kSwapMaxM = 256;
+// Largest M the heuristic sends to the decode program off Hopper (measured against the portable builds up to 32).
+constexpr int64_t kDecodeMaxM = 32;
 
 // Pure heuristic, testable without a device: (cc, sm_count, smem_per_sm, smem_optin, shape) -> build id.
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& shape);

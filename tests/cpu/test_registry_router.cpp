@@ -112,10 +112,22 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // RTX 4090-like (8.9): 100 KiB per SM; the 96 KiB pipelined build still fits one CTA.
   EXPECT_EQ(svdq::router::heuristic_gemm(89, 128, 102400, 101376, {4096, 3072, 3072, 32, true}).id,
             "sm80_gemm_bm128_s4_t1");
-  EXPECT_EQ(svdq::router::heuristic_gemm(89, 128, 102400, 101376, {1, 3072, 3072, 32, false}).id,
+  EXPECT_EQ(svdq::router::heuristic_gemm(89, 128, 102400, 101376, {33, 3072, 3072, 32, false}).id,
             "sm80_gemm_bm64_s6_t2");
-  // A device with less shared memory than the pipelined build needs falls back to the single-buffer 64-row build.
-  EXPECT_EQ(svdq::router::heuristic_gemm(86, 84, 90000, 90000, {1, 3072, 3072, 32, false}).id,
+  // Decode-sized M off Hopper: the decode program (its 81 KiB fit every sm_80+ GPU), up to 32 rows; on 9.0 the
+  // swap-AB program keeps M = 1 (measured faster there, except within ~4% at N = K = 3072).
+  for (int cc : {80, 86, 89, 100, 120})
+    for (int64_t m : {1, 16, 32}) {
+      SCOPED_TRACE("cc " + std::to_string(cc) + " M " + std::to_string(m));
+      EXPECT_EQ(svdq::router::heuristic_gemm(cc, 128, 102400, 101376, {m, 3072, 3072, 32, false}).id, "smxx_dec_m16_j1_w4_s8");
+    }
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {16, 3072, 3072, 32, false}).id,
+            "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
+  // A device with less shared memory than the pipelined build needs falls back to the single-buffer 64-row build,
+  // and with less than the decode build needs, also at M = 1.
+  EXPECT_EQ(svdq::router::heuristic_gemm(86, 84, 90000, 90000, {64, 3072, 3072, 32, false}).id,
+            "sm80_gemm_bm64_s4_t1");
+  EXPECT_EQ(svdq::router::heuristic_gemm(86, 84, 65536, 65536, {1, 3072, 3072, 32, false}).id,
             "sm80_gemm_bm64_s4_t1");
   for (int64_t m : {1, 44, 129, 1000, 4096, 16384}) {
     const auto& b = svdq::router::heuristic_gemm(80, 108, 167936, 166912, {m, 3072, 3072, 64, true});
