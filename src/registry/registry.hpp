@@ -36,8 +36,8 @@ struct Build {
   // the depth of the dequant warps' FP16 tile ring.
   // Sm90Narrow: bm = 64 x consumer warpgroups (rows per CTA), bn = output columns per CTA, stages = packed slots,
   // tile_bufs = FP16 B tiles, dq_warps = warps dequantizing B into them.
-  // SmxxDecode: bm = activation rows per CTA (16 or 32), bn = 8 x warps (8 weight rows per warp), stages = the
-  // depth of each warp's cp.async ring of 256-K weight slots.
+  // SmxxDecode: bm = activation rows per CTA (16 or 32), bn = weight rows per CTA (8 or 16 per warp: threads / 32
+  // warps), stages = the depth of each warp's cp.async ring of 256-K weight slots.
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
   int teams = 2, team_warps = 6;  // Sm90Swap: dequant teams (taking K tiles in turn) and warps per team
   int dq_wgs = 0;  // Sm90Ws: 0 = dequant warpgroup issues the loads, consumers share B; n >= 1 = n warpgroups of a
