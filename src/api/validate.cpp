@@ -96,8 +96,9 @@ int64_t check_k(const char* fn, const char* name, int64_t k) {
   return k;
 }
 
-// Launch grids put M tiles on gridDim.y (at most 65535) with tiles of 64 rows at the smallest, and N tiles on
-// gridDim.x; these bounds keep every build's grid representable whatever the router (or SVDQ_FORCE_BUILD) picks.
+// Launch grids put M tiles on gridDim.y (at most 65535) and N tiles on gridDim.x; with tiles of 64 rows these bounds
+// keep the grid representable for every build the router picks (builds with 16- to 40-row tiles are routed for small
+// M only; one forced past its grid by SVDQ_FORCE_BUILD is refused before launch, src/api/ops.cpp).
 constexpr int64_t kMaxM = 65535LL * 64;
 constexpr int64_t kMaxN = (int64_t(1) << 31) - 1;
 

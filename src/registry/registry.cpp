@@ -30,6 +30,17 @@ const char* program_name(Program p) {
 
 namespace {
 
+// A build's identity: ID, program, kernel name, threads; sm_80+ unless the caller narrows it.
+Build simple(const std::string& id, Program p, int threads) {
+  Build b;
+  b.id = id;
+  b.program = p;
+  b.min_cc = 80;
+  b.threads = threads;
+  b.kernel_name = "svdq_" + id;
+  return b;
+}
+
 // Mirrors Sm80GemmConfig in kernels/portable/sm80_svdq_gemm.cuh (checked by a CPU test that compiles the unit).
 int64_t gemm_smem(int bm, int bn, int stages, int tile_bufs) {
   const int64_t raw = int64_t(bm) * 32 + int64_t(bn) * 32 + 2 * 256 * 4;
@@ -141,9 +152,8 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
 // Mirrors Sm90NarrowConfig in kernels/sm90/sm90_svdq_narrow.cuh (the rendered unit static_asserts the size).
 Build sm90_narrow(const std::string& id, int wgs, int bn, int stages, int bstages, int dq_warps, int producers = 1,
                   int teams = 1) {
-  Build b;
-  b.id = id;
-  b.program = Program::Sm90Narrow;
+  // Consumer warpgroups, producer warps, dequant warps.
+  Build b = simple(id, Program::Sm90Narrow, 128 * wgs + 32 * producers + 32 * dq_warps);
   b.min_cc = 90;
   b.max_cc = 90;
   b.bm = 64 * wgs;
@@ -154,39 +164,22 @@ Build sm90_narrow(const std::string& id, int wgs, int bn, int stages, int bstage
   b.producers = producers;
   b.teams = teams;
   b.team_warps = dq_warps / teams;
-  b.threads = 128 * wgs + 32 * producers + 32 * dq_warps;  // consumer warpgroups, producer warps, dequant warps
   const int64_t sf_a = b.bm > 128 ? 2 : 1, sf_b = 128 % bn == 0 ? 1 : 2;
   const int64_t stage = (int64_t(b.bm) * 32 + bn * 32 + 512 * (sf_a + sf_b) + 255) / 256 * 256;
   b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + (2 * stages + 2 * bstages) * 8 + 1024;
-  b.kernel_name = "svdq_" + id;
   return b;
 }
 
 // Mirrors SmxxDecodeConfig in kernels/portable/smxx_svdq_decode.cuh (the rendered unit static_asserts the size).
 Build decode(const std::string& id, int mt, int jt, int warps, int stages) {
-  Build b;
-  b.id = id;
-  b.program = Program::SmxxDecode;
-  b.min_cc = 80;
+  Build b = simple(id, Program::SmxxDecode, 32 * warps);
   b.bm = 16 * mt;
   b.bn = 8 * jt * warps;
   b.stages = stages;
   b.tile_bufs = 2;  // FP16 activation tiles
-  b.threads = 32 * warps;
   // Per warp a ring of weight slots (8 jt rows x (144 bytes of codes + 16 scale bytes)), 2 FP16 activation tiles,
   // the CTA's ring of stages + 2 packed activation slots (bm rows x (128 code + 16 scale bytes)).
   b.smem_bytes = int64_t(warps) * stages * 8 * jt * 160 + 2 * int64_t(b.bm) * 528 + int64_t(stages + 2) * b.bm * 144;
-  b.kernel_name = "svdq_" + id;
-  return b;
-}
-
-Build simple(const std::string& id, Program p, int threads) {
-  Build b;
-  b.id = id;
-  b.program = p;
-  b.min_cc = 80;
-  b.threads = threads;
-  b.kernel_name = "svdq_" + id;
   return b;
 }
 
