@@ -5,6 +5,7 @@
 #include "common/sm90_wgmma.cuh"
 #include "common/sm90_wgmma_rs.cuh"
 #include "common/smxx_dequant.cuh"
+#include "common/smxx_e2m1_pick.cuh"
 #include "common/smxx_slice_ring.cuh"
 
 namespace svdq_k {
@@ -73,6 +74,77 @@ SVDQ_DEV void rs_fragment_tile(u32 tile, int ra, int rb, u32 swa, u32 swb, int c
     af[4 * s + 1] = dequant_pair_f16(qb[2 * s] >> (4 * c), sb);
     af[4 * s + 2] = dequant_pair_f16(qa[2 * s + 1] >> (4 * c), sa);
     af[4 * s + 3] = dequant_pair_f16(qb[2 * s + 1] >> (4 * c), sb);
+  }
+}
+
+// ---- The LEAN forms (sm_89+ conversions; same values, fewer instructions) ----
+
+// FP16x2 (s_lo x 2^7, s_hi x 2^7) of the two E4M3 scale codes in bits 0-7 / 8-15 of `codes` (the rest ignored):
+// the hardware conversion (cvt.rn.f16x2.e4m3x2: one F2FP; the low byte becomes the low half) is exact, every E4M3
+// value being an FP16 value, and so is x 2^7 (|s| <= 448: at most 57344). Each finite half is therefore bit for bit
+// scale_half2_x128's; a NaN code gives an FP16 NaN as there (its payload may differ, the MMA result is NaN either way).
+SVDQ_DEV u32 e4m3x2_half2_x128(u32 codes) {
+  u32 h;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"((unsigned short)(codes & 0xFFFFu)));
+  return hmul2_u32(h, 0x58005800u);  // x 128 (FP16 0x5800)
+}
+// a x (the low / high half of b in both halves): ptxas folds the broadcast into HMUL2's operand selector
+// (.H0_H0 / .H1_H1), so no PRMT is issued for it.
+SVDQ_DEV u32 hmul2_by_lo(u32 a, u32 b) {
+  u32 d;
+  asm("{\n.reg .b16 l, h;\n.reg .b32 t;\nmov.b32 {l, h}, %2;\nmov.b32 t, {l, l};\nmul.rn.f16x2 %0, %1, t;\n}\n"
+      : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+SVDQ_DEV u32 hmul2_by_hi(u32 a, u32 b) {
+  u32 d;
+  asm("{\n.reg .b16 l, h;\n.reg .b32 t;\nmov.b32 {l, h}, %2;\nmov.b32 t, {h, h};\nmul.rn.f16x2 %0, %1, t;\n}\n"
+      : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+// 8 E2M1 codes -> 4 FP16x2 words of e2m1 x s x 2^-7 (dequant8_f16) with the scale in the low / high half of s2.
+SVDQ_DEV void dequant8_f16_by_lo(u32 q, u32 s2, u32* out) {
+  e2m1x8_f16x2_bits(q, out);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) out[j] = hmul2_by_lo(out[j], s2);
+}
+SVDQ_DEV void dequant8_f16_by_hi(u32 q, u32 s2, u32* out) {
+  e2m1x8_f16x2_bits(q, out);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) out[j] = hmul2_by_hi(out[j], s2);
+}
+// rs_fragment_tile, lean: both rows' four scales by two conversions each (no bit-trick chain, no broadcast PRMTs),
+// each pair by e2m1x8_f16x2_word_rot (rot = 23 + 4c: quad lane c's pair (c, c + 4), dequant_pair_f16's bits in one
+// instruction fewer). The same fragment bits.
+SVDQ_DEV void rs_fragment_tile_lean(u32 tile, int ra, int rb, u32 swa, u32 swb, u32 rot, u32* af) {
+  u32 qa[8], qb[8];
+  load_packed_row(tile, ra, qa);
+  load_packed_row(tile, rb, qb);
+  const u32 sa[2] = {e4m3x2_half2_x128(swa), e4m3x2_half2_x128(swa >> 16)};  // (s0, s1), (s2, s3) x 2^7
+  const u32 sb[2] = {e4m3x2_half2_x128(swb), e4m3x2_half2_x128(swb >> 16)};
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const u32 a2 = sa[s >> 1], b2 = sb[s >> 1];
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      const u32 pa = e2m1x8_f16x2_word_rot(qa[2 * s + w], rot), pb = e2m1x8_f16x2_word_rot(qb[2 * s + w], rot);
+      af[4 * s + 2 * w + 0] = (s & 1) ? hmul2_by_hi(pa, a2) : hmul2_by_lo(pa, a2);
+      af[4 * s + 2 * w + 1] = (s & 1) ? hmul2_by_hi(pb, b2) : hmul2_by_lo(pb, b2);
+    }
+  }
+}
+// rs_fragment_part, lean: part s of the tile; sa2 / sb2 are the rows' scale pairs of groups (s & ~1, s | 1)
+// (e4m3x2_half2_x128 of the scale word >> 8 (s & 2)).
+SVDQ_DEV void rs_fragment_part_lean(u32 tile, int ra, int rb, u32 sa2, u32 sb2, int s, u32 rot, u32* af) {
+  u32 a0, a1, b0, b1;
+  ld_shared_8(packed_word_addr(tile, ra, 2 * s), a0, a1);
+  ld_shared_8(packed_word_addr(tile, rb, 2 * s), b0, b1);
+  const u32 p[4] = {e2m1x8_f16x2_word_rot(a0, rot), e2m1x8_f16x2_word_rot(b0, rot), e2m1x8_f16x2_word_rot(a1, rot),
+                    e2m1x8_f16x2_word_rot(b1, rot)};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const u32 s2 = (i & 1) ? sb2 : sa2;
+    af[i] = (s & 1) ? hmul2_by_hi(p[i], s2) : hmul2_by_lo(p[i], s2);
   }
 }
 

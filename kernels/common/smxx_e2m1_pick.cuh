@@ -21,5 +21,12 @@ SVDQ_HD u32 rotr32(u32 x, u32 n) {
 SVDQ_HD u32 e2m1x8_f16x2_word(u32 q, u32 j) {
   return (rotr32(q, 23u + 4u * j) & 0x0E000E00u) | (rotr32(q, 20u + 4u * j) & 0x80008000u);
 }
+// The same word from one rotation, rot = 23 + 4j: after it the signs sit 3 below their places (bits 12 and 28), and
+// a plain shift left by 3 (which ptxas may issue as a multiply, on the FMA pipe) puts them there; what else it
+// brings up lies outside the sign mask.
+SVDQ_HD u32 e2m1x8_f16x2_word_rot(u32 q, u32 rot) {
+  const u32 r = rotr32(q, rot);
+  return (r & 0x0E000E00u) | ((r << 3) & 0x80008000u);
+}
 
 }  // namespace svdq_k

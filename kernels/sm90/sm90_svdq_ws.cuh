@@ -56,7 +56,7 @@
 namespace svdq_k {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false, bool PERSIST = false, bool A_SS = false>
+          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -122,7 +122,23 @@ struct Sm90WsConfig {
                 "sm90 ws: FP16 A (SS wgmma) in the single-CTA FP16-B layout with one producer warpgroup, BN = 256");
   static_assert(!PERSIST || A16, "sm90 ws: the persistent tile loop is the FP16-A form's");
   static_assert(!A_SS || (ATILES > 0 && !A16), "sm90 ws: SS wgmma on the A dequant warps' tiles needs ATILES");
+  static_assert(!LEAN || (DQ_WGS >= 1 && ATILES == 0 && !A16 && CLUSTER == 1),
+                "sm90 ws: LEAN is the form whose consumers (and B dequant warps) dequantize: DQ_WGS >= 1, single CTA");
 };
+
+// The RS form of one k16 part from a ready B descriptor (the LEAN consumers compute the tile's once and step it by
+// 2 per part, as the SS paths do: no per-part descriptor arithmetic).
+template <int N, bool HALVES, bool BF16>
+SVDQ_DEV void wgmma_rs_part_desc(float* acc, const u32* af, u64 b_desc) {
+  if constexpr (HALVES) {
+    wgmma_rs_part_desc<N / 2, false, BF16>(acc, af, b_desc);
+    wgmma_rs_part_desc<N / 2, false, BF16>(acc + N / 4, af, b_desc + (N / 2) * 128 / 16);
+  } else if constexpr (BF16) {
+    wgmma_rs_bf16<N>(acc, af, b_desc);
+  } else {
+    wgmma_rs_f16<N>(acc, af, b_desc);
+  }
+}
 
 // One k16 part of the tile, D[64 x N] += A-fragment x B-tile part, as m64nNk16 or as two m64n(N/2)k16 on the two
 // halves of the accumulators and of the B tile (ptxas checks each instruction's registers against the launch cap
@@ -152,9 +168,9 @@ SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
 }
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false, bool PERSIST = false, bool A_SS = false>
+          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -367,7 +383,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           if (r0 + C::kRowStep * i < BN) {
             ld_shared_8(slot + pk0 + C::kRowStep * i * 32, q[i][0], q[i][1]);
             const bool row_ok = n0 + r0 + C::kRowStep * i < p.n;
-            sc[i] = ((ld_shared_u32(slot + sf_off[i]) & (row_ok ? mask : 0u)) >> (8 * qtr)) & 0xFFu;
+            sc[i] = (ld_shared_u32(slot + sf_off[i]) & (row_ok ? mask : 0u)) >> (8 * qtr);  // code in the low byte
+            if constexpr (!LEAN) sc[i] &= 0xFFu;
           }
         }
         __syncwarp();
@@ -378,12 +395,14 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 #pragma unroll
         for (int i = 0; i < C::kRounds; ++i) {
           if (r0 + C::kRowStep * i < BN) {
-            const u32 sh = half2_lo_lo(scale2_half2_x128(sc[i]));
+            // LEAN: the scale by one conversion (its low half), applied through HMUL2's operand selector.
+            const u32 sh = LEAN ? e4m3x2_half2_x128(sc[i]) : half2_lo_lo(scale2_half2_x128(sc[i]));
             const u32 row = tile + st0 + C::kRowStep * i * 128;
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
               u32 o[4];
-              dequant8_f16(q[i][j], sh, o);
+              if constexpr (LEAN) dequant8_f16_by_lo(q[i][j], sh, o);
+              else dequant8_f16(q[i][j], sh, o);
               st_shared_16(row + ((((2 * qtr + j) ^ x)) << 4), o[0], o[1], o[2], o[3]);
             }
           }
@@ -439,6 +458,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   setmaxnreg_inc<C::kConsumerRegs>();
   const int ct = tid - C::kC0, warp_in_wg = (ct >> 5) & 3, g = lane >> 2, c = lane & 3;
   const int ra = (ct >> 7) * 64 + warp_in_wg * 16 + g, rb = ra + 8;  // this thread's two rows in the tile
+  const u32 rot = 23u + 4u * (u32)c;  // LEAN: the rotation picking quad lane c's pair of every code word
   // This thread's share of B: row crow, words cw0 .. cw0 + kCWords - 1.
   constexpr int kThreadsPerCRow = C::kCWords > 0 ? 8 / C::kCWords : 1;
   const int crow = 128 + ct / kThreadsPerCRow, cw0 = (ct % kThreadsPerCRow) * C::kCWords;
@@ -511,13 +531,24 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     u32 swa, swb;
     const u32 slot = acquire_packed(it, swa, swb);
     const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
+    const u64 bdesc = wgmma_desc_sw128(tile);
+    u32 sa2 = 0, sb2 = 0;  // LEAN: the rows' scale pair of parts (0, 1), then (2, 3)
 #pragma unroll
     for (int part = 0; part < 4; ++part) {
       wgmma_wait_acc<BN, 3>(acc);
-      rs_fragment_part(slot, ra, rb, swa, swb, part, c, af + 4 * part);
+      if constexpr (LEAN) {
+        if (part % 2 == 0) {
+          sa2 = e4m3x2_half2_x128(swa >> (8 * part));
+          sb2 = e4m3x2_half2_x128(swb >> (8 * part));
+        }
+        rs_fragment_part_lean(slot, ra, rb, sa2, sb2, part, rot, af + 4 * part);
+      } else {
+        rs_fragment_part(slot, ra, rb, swa, swb, part, c, af + 4 * part);
+      }
       if (part == 0) mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
       wgmma_fence();
-      wgmma_rs_part<BN, kHalves, false>(acc, af + 4 * part, tile + part * 32);
+      if constexpr (LEAN) wgmma_rs_part_desc<BN, kHalves, false>(acc, af + 4 * part, bdesc + 2 * part);
+      else wgmma_rs_part<BN, kHalves, false>(acc, af + 4 * part, tile + part * 32);
       wgmma_commit();
     }
     __syncwarp();
@@ -650,7 +681,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       } else {
         u32 swa, swb;
         const u32 slot = acquire_packed(it, swa, swb);
-        rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
+        if constexpr (LEAN) rs_fragment_tile_lean(slot, ra, rb, swa, swb, rot, f);
+        else rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_p + 8 * (it % STAGES));  // the slot has been read
       }
@@ -659,8 +691,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
       mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
       wgmma_fence();
+      const u64 bdesc = wgmma_desc_sw128(tile);
 #pragma unroll
-      for (int part = 0; part < 4; ++part) wgmma_rs_part<BN, kHalves, false>(acc, f + 4 * part, tile + part * 32);
+      for (int part = 0; part < 4; ++part) {
+        if constexpr (LEAN) wgmma_rs_part_desc<BN, kHalves, false>(acc, f + 4 * part, bdesc + 2 * part);
+        else wgmma_rs_part<BN, kHalves, false>(acc, f + 4 * part, tile + part * 32);
+      }
       wgmma_commit();
       if constexpr (ATILES > 0) {  // the fragments are in registers (the wgmmas read them): the A tile is free
         __syncwarp();

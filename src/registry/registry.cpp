@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "common/checked.hpp"
 #include "common/sha256.hpp"
@@ -74,7 +75,8 @@ Build sm90(const std::string& id, int stages) {
 
 // Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
-              int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false) {
+              int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false,
+              bool lean = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -91,6 +93,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.fp16_a = fp16_a;
   b.persistent = persistent;
   b.a_ss = a_ss;
+  b.lean = lean;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
@@ -237,6 +240,9 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws16_bn256_s4_b4_a4_d2_ss", 256, 4, 4, 2, true, 1, 4, false, false, true),
       decode("smxx_dec_m16_j1_w4_s8", 1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
       decode("smxx_dec_m32_j1_w4_s6", 2, 1, 4, 6),
+      // The lean forms of the FP16-B build and of the all-in-kernel one (no copy launch); not yet timed on a GPU.
+      sm90_ws("sm90_ws16_bn256_s8_b5_lean", 256, 8, 5, 1, true, 1, 0, false, false, false, true),
+      sm90_ws("sm90_ws_bn256_s8_b3_d2_lean", 256, 8, 3, 2, false, 1, 0, false, false, false, true),
   };
 }
 
@@ -293,6 +299,7 @@ std::string Build::description() const {
                      << (cluster > 1 ? "clusters of " + std::to_string(cluster) + " row tiles sharing the B tiles (TMA multicast), " : "");
       else if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
       else os << "a producer warp + " << 4 * dq_wgs - 1 << " dequant warps + 2 RS-wgmma consumer warpgroups, ";
+      if (lean) os << "lean dequantization (E4M3 scales by F2FP, one rotation per fragment pair), ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::Sm90Swap:
@@ -442,14 +449,18 @@ std::string render(const Build& b) {
          << "  svdq_k::sm90_svdq_wgmma<" << b.stages << ">(p);\n}\n";
       break;
     case Program::Sm90Ws: {
-      // Template arguments after DQ_WGS, each named only where it differs from its default (or a later one does),
-      // so builds from before an argument existed render as before (same content hash).
-      const bool more = b.cluster > 1 || b.a_tiles > 0 || b.fp16_a;
-      const std::string ws_tail = std::string(b.fp16_b || more ? (b.fp16_b ? ", true" : ", false") : "") +
-                                  (more ? ", " + std::to_string(b.cluster) : "") +
-                                  (b.a_tiles > 0 || b.fp16_a ? ", " + std::to_string(b.a_tiles) : "") +
-                                  (b.fp16_a ? ", true" : "") + (b.persistent ? ", true" : "") +
-                                  (b.a_ss ? ", false, false, true" : "");
+      // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN) up to the last one that
+      // differs from its default, so builds from before an argument existed render as before (same content hash).
+      auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
+      const std::pair<std::string, std::string> args[] = {
+          {flag(b.fp16_b), "false"}, {std::to_string(b.cluster), "1"}, {std::to_string(b.a_tiles), "0"},
+          {flag(b.fp16_a), "false"}, {flag(b.persistent), "false"},  {flag(b.a_ss), "false"},
+          {flag(b.lean), "false"}};
+      int named = 0;
+      for (int i = 0; i < 7; ++i)
+        if (args[i].first != args[i].second) named = i + 1;
+      std::string ws_tail;
+      for (int i = 0; i < named; ++i) ws_tail += ", " + args[i].first;
       render_sm90_unit(os, b, "sm90_svdq_ws.cuh", "Sm90WsConfig", "sm90_svdq_ws",
                        std::to_string(b.bn) + ", " + std::to_string(b.stages) + ", " + std::to_string(b.tile_bufs) +
                            ", " + std::to_string(b.dq_wgs) + ws_tail);

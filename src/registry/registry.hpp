@@ -60,6 +60,9 @@ struct Build {
   bool fp16_a = false;  // Sm90Ws (with fp16_b, bn = 256): A read as FP16 too (a second copy launch), SS wgmma
   bool persistent = false;  // Sm90Ws (fp16_a): a grid of at most one CTA per SM looping over the tiles
   bool a_ss = false;  // Sm90Ws (a_tiles): the consumers read the A dequant teams' FP16 tiles by SS wgmma
+  // Sm90Ws (dq_wgs >= 1, consumers or dequant warps dequantizing): scales by the hardware E4M3 conversion, one
+  // rotation per fragment pair, B descriptors computed once per tile (same values, fewer instructions).
+  bool lean = false;
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   std::string kernel_name;  // extern "C" entry point in the unit

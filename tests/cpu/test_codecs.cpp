@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <thread>
 #include <vector>
 #include <algorithm>
@@ -448,4 +449,49 @@ TEST(DequantBits, AllWordsMatchThePerElementPlacement) {
   for (auto& th : pool) th.join();
   for (unsigned t = 0; t < workers; ++t)
     EXPECT_EQ(mismatches[t], 0u) << "first mismatching word 0x" << std::hex << first_bad[t];
+}
+
+TEST(DequantBits, OneRotationPairIsTheTwoRotationWord) {
+  // The lean ws consumers build quad lane c's pair with e2m1x8_f16x2_word_rot(q, 23 + 4c); it must be the decode
+  // program's e2m1x8_f16x2_word(q, c) and the older consumers' placement of q >> 4c (dequant_pair_f16 before its
+  // multiply), bit for bit.
+  const uint64_t seed = test_seed(113);
+  SCOPED_TRACE(seed_trace(seed));
+  Rng rng(seed);
+  for (int trial = 0; trial < (1 << 20); ++trial) {
+    const uint32_t q = trial < 16 ? 0x11111111u * static_cast<uint32_t>(trial)
+                                  : static_cast<uint32_t>(rng.range(0, 0xFFFF)) |
+                                        (static_cast<uint32_t>(rng.range(0, 0xFFFF)) << 16);
+    for (uint32_t c = 0; c < 4; ++c) {
+      const uint32_t s = q >> (4 * c);
+      const uint32_t legacy = ((s << 9) & 0x0E000E00u) | ((s << 12) & 0x80008000u);
+      const uint32_t got = svdq_k::e2m1x8_f16x2_word_rot(q, 23u + 4u * c);
+      ASSERT_EQ(got, svdq_k::e2m1x8_f16x2_word(q, c)) << "lane " << c << " of 0x" << std::hex << q;
+      ASSERT_EQ(got, legacy) << "lane " << c << " of 0x" << std::hex << q;
+    }
+  }
+}
+
+TEST(DequantBits, EveryFiniteScaleTimes128IsTheBitTricksFp16Value) {
+  // Two ways the programs turn an E4M3 scale code into the FP16 multiplier s x 2^7: the bit trick of
+  // scale_half2_x128 (code bits placed into FP16's fields, giving s x 2^-8, then x 2^15) and, in the lean ws builds,
+  // the hardware conversion cvt.rn.f16x2.e4m3x2 (exact by definition: every E4M3 value is an FP16 value) then x 2^7.
+  // Both are the same FP16 value exactly when s x 2^7 is an FP16 value and the trick's s x 2^-8 is s x 2^-8; this
+  // checks that for every finite code (the conversion instruction itself needs a GPU: the GPU tests compare the
+  // lean builds' outputs with every other build's, bit for bit).
+  std::map<double, uint32_t> f16;  // every finite FP16 value -> its bits (+0 for 0)
+  for (uint32_t h = 0; h < 0x10000u; ++h)
+    if (((h >> 10) & 31u) != 31u && h != 0x8000u) f16.emplace(f16_value(h), h);
+  int finite = 0;
+  for (int code = 0; code < 256; ++code) {
+    const double s = model::e4m3_value(code);
+    if (std::isnan(s)) continue;
+    ++finite;
+    const double want = s * 128.0;
+    ASSERT_EQ(f16.count(want), 1u) << "s x 2^7 of code " << code << " is not an FP16 value";
+    const uint32_t raw = ((static_cast<uint32_t>(code) & 0x7Fu) << 7) | ((static_cast<uint32_t>(code) & 0x80u) << 8);
+    ASSERT_EQ(f16_value(raw) * 32768.0, want) << "bit trick for code " << code;
+    ASSERT_LE(std::fabs(want), 57344.0);
+  }
+  EXPECT_EQ(finite, 254);
 }

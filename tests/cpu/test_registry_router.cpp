@@ -306,6 +306,35 @@ TEST(Registry, SwapA16TemplateArgumentsRenderInOrder) {
   EXPECT_EQ(targs(rs_p4), "72, 8, true, 0, 2, 1, 4");
 }
 
+// ws template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN) likewise: up to the last
+// non-default one, so the builds from before LEAN existed render as they did.
+TEST(Registry, WsTemplateArgumentsRenderInOrder) {
+  auto targs = [](const reg::Build& b) {
+    const std::string r = reg::render(b), key = "svdq_k::sm90_svdq_ws<";
+    const auto p = r.find(key), q = r.find(">(p)", p);
+    return p == std::string::npos || q == std::string::npos ? std::string("?") : r.substr(p + key.size(), q - p - key.size());
+  };
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws_bn256_s6_b2")), "256, 6, 2, 0");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws_bn256_s8_b3_d2")), "256, 8, 3, 2");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn256_s8_b5")), "256, 8, 5, 1, true");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn256_s8_b5_c2")), "256, 8, 5, 1, true, 2");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn256_s8_b4_a2_d2")), "256, 8, 4, 2, true, 1, 2");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws16a_bn256_s4_b4_pers")), "256, 4, 4, 1, true, 1, 0, true, true");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn256_s4_b4_a4_d2_ss")), "256, 4, 4, 2, true, 1, 4, false, false, true");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn256_s8_b5_lean")), "256, 8, 5, 1, true, 1, 0, false, false, false, true");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws_bn256_s8_b3_d2_lean")), "256, 8, 3, 2, false, 1, 0, false, false, false, true");
+  // The lean forms differ from their plain builds in that argument alone.
+  for (const char* id : {"sm90_ws16_bn256_s8_b5", "sm90_ws_bn256_s8_b3_d2"}) {
+    const reg::Build& plain = reg::build_by_id(id);
+    const reg::Build& lean = reg::build_by_id(std::string(id) + "_lean");
+    EXPECT_TRUE(lean.lean && !plain.lean);
+    EXPECT_EQ(lean.smem_bytes, plain.smem_bytes);
+    EXPECT_EQ(lean.threads, plain.threads);
+    EXPECT_EQ(lean.fp16_b, plain.fp16_b);
+    EXPECT_EQ(lean.dq_wgs, plain.dq_wgs);
+  }
+}
+
 TEST(Registry, GatedBuildsRunOnTheirArchOnly) {
   const auto& hopper = reg::build_by_id("sm90_wgmma_bm128_s4");
   EXPECT_TRUE(reg::runs_on_cc(hopper, 90));
