@@ -62,7 +62,7 @@
 namespace svdq_k {
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 struct Sm90SwapA16Config {
   static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
   static constexpr int kDq0 = 128 + 32 * PRODUCERS;   // first dequant thread
@@ -106,12 +106,15 @@ struct Sm90SwapA16Config {
   // consumer waits once (for the FP16 tile, which also means its A tile has landed) and one warp arrives once.
   static_assert(!FUSED || (DQW > 0 && TSTAGES == STAGES && CLUSTER == 1),
                 "sm90 swap-A16: the fused ring needs dequant warps, TSTAGES == STAGES, no clusters");
+  // LEAN: the dequant warps take their scales by the hardware E4M3 conversion, applied through HMUL2's operand
+  // selectors (e4m3x2_half2_x128, sm90_ws_parts.cuh): the same FP16 values, fewer instructions per tile.
+  static_assert(!LEAN || DQW > 0, "sm90 swap-A16: LEAN is a form of the dequant warps");
 };
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
@@ -165,15 +168,22 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         else if constexpr (kWords == 4) ld_shared_16(slot + d_pk, q[0], q[1], q[2], q[3]);
         else ld_shared_8(slot + d_pk, q[0], q[1]);
         const u32 sw = (ld_shared_u32(slot + d_sf) & (d_ok & mask)) >> (4 * w0);  // from group w0 / 2, low byte
-        u32 sh[4];
-        scale4_half2_x128(sw, sh);
+        u32 sh[4];  // LEAN: sh[0], sh[1] = the scale pairs of groups (0, 1), (2, 3); else one broadcast per group
+        if constexpr (LEAN) {
+          sh[0] = e4m3x2_half2_x128(sw);
+          sh[1] = e4m3x2_half2_x128(sw >> 16);
+        } else {
+          scale4_half2_x128(sw, sh);
+        }
         const u32 tile = ring + C::kOffBTiles + ts * C::kBTile;
         if constexpr (!FUSED) mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);  // (FUSED: slot s refilled)
         SVDQ_TRACE(3, it);
 #pragma unroll
         for (int w = 0; w < kWords; ++w) {
           u32 o[4];
-          dequant8_f16(q[w], sh[w >> 1], o);
+          if constexpr (!LEAN) dequant8_f16(q[w], sh[w >> 1], o);
+          else if ((w >> 1) & 1) dequant8_f16_by_hi(q[w], sh[w >> 2], o);  // group w / 2: pair w / 4, its half
+          else dequant8_f16_by_lo(q[w], sh[w >> 2], o);
           st_shared_16(tile + drow * 128 + (((w0 + w) ^ (drow & 7)) << 4), o[0], o[1], o[2], o[3]);
         }
         __syncwarp();  // the warp's tile writes, before lane 0's arrival (release) publishes them to ldmatrix

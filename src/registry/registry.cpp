@@ -127,7 +127,8 @@ Build sm90_swap(const std::string& id, int bm, int stages, int tstages, int team
 
 // Mirrors Sm90SwapA16Config in kernels/sm90/sm90_svdq_swap_a16.cuh (the rendered unit static_asserts the size).
 Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int dq_warps = 0, int tstages = 2,
-                    int cluster = 1, int producers = 1, int teams = 1, int group = 1, bool fused = false) {
+                    int cluster = 1, int producers = 1, int teams = 1, int group = 1, bool fused = false,
+                    bool lean = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90SwapA16;
@@ -144,6 +145,7 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
   b.team_warps = dq_warps / teams;
   b.group = group;
   b.fused = fused;
+  b.lean = lean;
   b.threads = 128 + 32 * producers + 32 * dq_warps;  // 1 consumer warpgroup, the producer warps (+ dequant warps)
   const int64_t a_rows = int64_t(cluster) * a16_rows_per_cta(b);  // the A tile area of a slot
   const int64_t stage = (a_rows * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
@@ -243,6 +245,9 @@ std::vector<Build> make_builds() {
       // The lean forms of the FP16-B build and of the all-in-kernel one (no copy launch); not yet timed on a GPU.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean", 256, 8, 5, 1, true, 1, 0, false, false, false, true),
       sm90_ws("sm90_ws_bn256_s8_b3_d2_lean", 256, 8, 3, 2, false, 1, 0, false, false, false, true),
+      // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP); not yet timed on a GPU.
+      sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
+      sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean", 24, 16, false, 8, 4, 1, 4, 4, 2, false, true),
   };
 }
 
@@ -323,6 +328,7 @@ std::string Build::description() const {
                            << (group > 1 ? ", " + std::to_string(group) + " K tiles per consumer step" : "") << ", ";
       else os << "dequantizing B into " << (tile_bufs == 0 ? "RS fragments" : "2 FP16 tiles (SS wgmma)") << ", ";
       if (cluster > 1) os << "clusters of " << cluster << " CTAs sharing the A tiles (TMA multicast), ";
+      if (lean) os << "lean dequantization (E4M3 scales by F2FP), ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::Sm90Narrow:
@@ -481,7 +487,7 @@ std::string render(const Build& b) {
     case Program::Sm90SwapA16: {
       const char* b_regs = b.tile_bufs == 0 ? "true" : "false";
       // Dequant-warp builds name two more template arguments; the others render as before (same content hash).
-      const std::string targs = std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + b_regs +
+      std::string targs = std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + b_regs +
                                 (b.dq_warps > 0 || b.cluster > 1 || b.producers > 1 || b.teams > 1
                                      ? ", " + std::to_string(b.dq_warps) + ", " + std::to_string(b.dq_warps > 0 ? b.tile_bufs : 2)
                                      : "") +
@@ -489,6 +495,11 @@ std::string render(const Build& b) {
                                 (b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.producers) : "") +
                                 (b.teams > 1 || b.group > 1 || b.fused ? ", " + std::to_string(b.teams) : "") +
                                 (b.group > 1 || b.fused ? ", " + std::to_string(b.group) + (b.fused ? ", true" : ", false") : "");
+      if (b.lean)  // LEAN, the last argument: every one before it named
+        targs = std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + b_regs + ", " +
+                std::to_string(b.dq_warps) + ", " + std::to_string(b.tile_bufs) + ", " + std::to_string(b.cluster) +
+                ", " + std::to_string(b.producers) + ", " + std::to_string(b.teams) + ", " + std::to_string(b.group) +
+                (b.fused ? ", true" : ", false") + ", true";
       render_sm90_unit(os, b, "sm90_svdq_swap_a16.cuh", "Sm90SwapA16Config", "sm90_svdq_swap_a16", targs);
       break;
     }

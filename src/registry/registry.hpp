@@ -61,7 +61,8 @@ struct Build {
   bool persistent = false;  // Sm90Ws (fp16_a): a grid of at most one CTA per SM looping over the tiles
   bool a_ss = false;  // Sm90Ws (a_tiles): the consumers read the A dequant teams' FP16 tiles by SS wgmma
   // Sm90Ws (dq_wgs >= 1, consumers or dequant warps dequantizing): scales by the hardware E4M3 conversion, one
-  // rotation per fragment pair, B descriptors computed once per tile (same values, fewer instructions).
+  // rotation per fragment pair, B descriptors computed once per tile; Sm90SwapA16 (dq_warps): the dequant warps'
+  // scales by that conversion (same values, fewer instructions).
   bool lean = false;
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block

@@ -304,6 +304,10 @@ TEST(Registry, SwapA16TemplateArgumentsRenderInOrder) {
   reg::Build rs_p4 = reg::build_by_id("sm90_a16_bm72_s8_rs");  // RS fragments, more producer warps
   rs_p4.producers = 4;
   EXPECT_EQ(targs(rs_p4), "72, 8, true, 0, 2, 1, 4");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean")),
+            "72, 16, false, 8, 4, 1, 4, 4, 2, false, true");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean")),
+            "24, 16, false, 8, 4, 1, 4, 4, 2, false, true");
 }
 
 // ws template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN) likewise: up to the last
