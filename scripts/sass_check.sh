@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Compiles every build's unit with nvcc for sm_90a, prints ptxas resources, and counts SASS instructions that
-# matter (tensor-core ops, local-memory traffic). Needs cuobjdump (present on the device machine, not on CPU CI).
+# matter (tensor-core ops, local-memory traffic); LOOPS=1 also lists each kernel's loops holding HGMMA or STS with
+# their instruction counts (scripts/sass_loops.py). Needs cuobjdump (CUOBJDUMP=<path>; present on the device machine,
+# not in the CPU toolkit: the triton wheel's backends/nvidia/bin/cuobjdump also works).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
@@ -11,7 +13,8 @@ for f in "$tmp"/*.cu; do
   [[ -n "${FILTER:-}" && "$n" != *$FILTER* ]] && continue  # FILTER=<substring>: only those builds
   nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Ikernels -Xptxas -v -cubin -o "$tmp/$n.cubin" "$f" 2>&1 |
     grep -E "registers|spill" | sed "s/^/$n: /"
-  cuobjdump -sass "$tmp/$n.cubin" > "$tmp/$n.sass"
+  "${CUOBJDUMP:-cuobjdump}" -sass "$tmp/$n.cubin" > "$tmp/$n.sass"
   printf '%s: HMMA=%s HGMMA=%s LDSM=%s LDL/STL=%s\n' "$n" "$(grep -c HMMA "$tmp/$n.sass")" "$(grep -c HGMMA "$tmp/$n.sass")" \
     "$(grep -c LDSM "$tmp/$n.sass")" "$(grep -cE '\bLDL|\bSTL' "$tmp/$n.sass")"
+  [ "${LOOPS:-0}" = 1 ] && python3 scripts/sass_loops.py "$tmp/$n.sass"
 done

@@ -39,6 +39,14 @@
 //       consumers' path but wgmma issue; only B is copied to FP16 by a launch before.
 //   PERSIST (A16): a grid of at most one CTA per SM; each walks the tiles b, b + gridDim.x, ... and the rings run
 //       on across tiles, so the next tile's first loads overlap this tile's epilogue.
+//   LEAN (DQ_WGS >= 1, single CTA, the forms that dequantize in this kernel): the same values from fewer
+//       instructions. Scales by the hardware E4M3 -> FP16x2 conversion (one F2FP per two codes, x 2^7 by one HMUL2)
+//       applied through HMUL2's operand selectors, instead of the bit-trick chain and broadcast PRMTs; each RS
+//       fragment pair from one rotation (e2m1x8_f16x2_word_rot) instead of a shift and two placements; the tile's B
+//       descriptor computed once and stepped by 2 per k16 part. SASS per 64-wide K tile: the FP16-B consumer loop
+//       223 -> 164.5 instructions, the all-in-kernel (DQ_WGS = 2) consumer loop 286 -> 207 and its B dequant warps'
+//       301 -> 261 (bench/results/2026-12-01_sass_lean.md). The consumers were measured issue-bound by exactly this
+//       code (ncu, 4096 x 3072 x 12288: tensor pipe 75.6%).
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
 //       shared-memory round trip), one k16 part at a time, each part issued as wgmma.m64nBNk16 (FP32 accumulators)
 //       as soon as it is built. Rank steps load d fragments from global memory into the same registers and run BF16
