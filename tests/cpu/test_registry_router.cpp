@@ -287,14 +287,17 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
   EXPECT_THROW(reg::fp16_copy_bytes(int64_t(1) << 40, int64_t(1) << 30), svdq::Error);
 }
 
+// The template arguments a build's unit passes to the program's entry function `fn` ("?" if the call is missing).
+static std::string rendered_targs(const reg::Build& b, const std::string& fn) {
+  const std::string r = reg::render(b), key = "svdq_k::" + fn + "<";
+  const auto p = r.find(key), q = r.find(">(p)", p);
+  return p == std::string::npos || q == std::string::npos ? std::string("?") : r.substr(p + key.size(), q - p - key.size());
+}
+
 // Swap-A16 template arguments after B_REGS are named only up to the last non-default one, so earlier builds keep
 // their bytes (and content hash); a later one forces the earlier ones out, with DQW = 0 rendering TSTAGES 2.
 TEST(Registry, SwapA16TemplateArgumentsRenderInOrder) {
-  auto targs = [](const reg::Build& b) {
-    const std::string r = reg::render(b), key = "svdq_k::sm90_svdq_swap_a16<";
-    const auto p = r.find(key), q = r.find(">(p)", p);
-    return p == std::string::npos || q == std::string::npos ? std::string("?") : r.substr(p + key.size(), q - p - key.size());
-  };
+  auto targs = [](const reg::Build& b) { return rendered_targs(b, "sm90_svdq_swap_a16"); };
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_ss")), "72, 8, false");
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_t4_dq4")), "72, 8, false, 4, 4");
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), "72, 8, false, 8, 4, 2");
@@ -313,11 +316,7 @@ TEST(Registry, SwapA16TemplateArgumentsRenderInOrder) {
 // ws template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN) likewise: up to the last
 // non-default one, so the builds from before LEAN existed render as they did.
 TEST(Registry, WsTemplateArgumentsRenderInOrder) {
-  auto targs = [](const reg::Build& b) {
-    const std::string r = reg::render(b), key = "svdq_k::sm90_svdq_ws<";
-    const auto p = r.find(key), q = r.find(">(p)", p);
-    return p == std::string::npos || q == std::string::npos ? std::string("?") : r.substr(p + key.size(), q - p - key.size());
-  };
+  auto targs = [](const reg::Build& b) { return rendered_targs(b, "sm90_svdq_ws"); };
   EXPECT_EQ(targs(reg::build_by_id("sm90_ws_bn256_s6_b2")), "256, 6, 2, 0");
   EXPECT_EQ(targs(reg::build_by_id("sm90_ws_bn256_s8_b3_d2")), "256, 8, 3, 2");
   EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn256_s8_b5")), "256, 8, 5, 1, true");
