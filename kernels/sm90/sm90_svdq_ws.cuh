@@ -37,8 +37,10 @@
 //   A_SS (ATILES): the consumers read the dequant teams' FP16 A tiles by SS wgmma instead of ldmatrix (the teams
 //       fence their writes for the async proxy; a tile is released once its wgmmas retired), so nothing on the
 //       consumers' path but wgmma issue; only B is copied to FP16 by a launch before.
-//   PERSIST (A16): a grid of at most one CTA per SM; each walks the tiles b, b + gridDim.x, ... and the rings run
-//       on across tiles, so the next tile's first loads overlap this tile's epilogue.
+//   PERSIST (B16, DQ_WGS = 1, single CTA, no ATILES: the A16 form, or the one whose consumers dequantize A): a grid
+//       of at most one CTA per SM; each walks the tiles b, b + gridDim.x, ... and the rings run on across tiles
+//       (the packed ring takes the main K tiles, the B ring main and rank tiles), so the next tile's first loads
+//       overlap this tile's epilogue.
 //   LEAN (DQ_WGS >= 1, single CTA, the forms that dequantize in this kernel): the same values from fewer
 //       instructions. Scales by the hardware E4M3 -> FP16x2 conversion (one F2FP per two codes, x 2^7 by one HMUL2)
 //       applied through HMUL2's operand selectors, instead of the bit-trick chain and broadcast PRMTs; each RS
@@ -128,7 +130,8 @@ struct Sm90WsConfig {
   static_assert((DQ_WGS > 0 || kLookahead >= 1) && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2 (DQ_WGS = 0)");
   static_assert(!A16 || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0 && BN == 256),
                 "sm90 ws: FP16 A (SS wgmma) in the single-CTA FP16-B layout with one producer warpgroup, BN = 256");
-  static_assert(!PERSIST || A16, "sm90 ws: the persistent tile loop is the FP16-A form's");
+  static_assert(!PERSIST || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0),
+                "sm90 ws: the persistent tile loop is the single-CTA FP16-B forms' (A16, or consumers dequantizing A)");
   static_assert(!A_SS || (ATILES > 0 && !A16), "sm90 ws: SS wgmma on the A dequant warps' tiles needs ATILES");
   static_assert(!LEAN || (DQ_WGS >= 1 && ATILES == 0 && !A16 && CLUSTER == 1),
                 "sm90 ws: LEAN is the form whose consumers (and B dequant warps) dequantize: DQ_WGS >= 1, single CTA");
@@ -319,6 +322,16 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
             if (it >= early && it < num_main) issue(it, it);
             issue_b16(it, it);
           }
+          if constexpr (PERSIST) {  // the following tiles: ring positions run on (num_main / total per tile)
+            for (int t = tile0 + tile_step, qp = num_main, qb = total; t < tile_end;
+                 t += tile_step, qp += num_main, qb += total) {
+              set_tile(t);
+              for (int it = 0; it < total; ++it) {
+                if (it < num_main) issue(qp + it, it);
+                issue_b16(qb + it, it);
+              }
+            }
+          }
         } else {
           for (int it = 0; it < num_main; ++it) issue(it, it);
         }
@@ -473,6 +486,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   float acc[kAcc];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  // Ring positions of the current tile's first K tile: packed ring (main tiles) and B ring (main and rank tiles).
+  // Zero but in the persistent FP16-B loop, which advances them by num_main and total per tile.
+  int gp = 0, gb = 0;
   const float alpha = *p.alpha;  // read before the K loop, not on the epilogue's path (an op input, not a copy's)
 
   // This thread's words of B rows 128..BN-1 of main tile `it` into the B ring.
@@ -501,16 +517,16 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   auto release_b = [&](int it) {  // every wgmma that read B tile `it` is done (this warp waited for them)
     __syncwarp();
     if (lane == 0) {
-      mbar_arrive(empty_b + 8 * (it % BSTAGES));
-      if constexpr (CLUSTER > 1) mbar_arrive_cluster(empty_b + 8 * (it % BSTAGES), crank ^ 1u);  // the peer's copy
+      mbar_arrive(empty_b + 8 * ((gb + it) % BSTAGES));
+      if constexpr (CLUSTER > 1) mbar_arrive_cluster(empty_b + 8 * ((gb + it) % BSTAGES), crank ^ 1u);  // the peer's copy
     }
   };
   // Main tile `it`'s packed slot is ready; returns the slot (and the two rows' masked scale words).
   auto acquire_packed = [&](int it, u32& swa, u32& swb) {
-    const int s = it % STAGES;
+    const int s = (gp + it) % STAGES;
     const u32 slot = packed + s * C::kStage;
     const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
-    mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
+    mbar_wait(full_p + 8 * s, ((gp + it) / STAGES) & 1);
     swa = load_scale_word(slot + C::kPackA + C::kPackB, ra) & mask;
     swb = load_scale_word(slot + C::kPackA + C::kPackB, rb) & mask;
     return slot;
@@ -564,8 +580,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (it >= 1) release_b(it - 1);                           // the waits above retired all of tile it-1
   };
   auto rank_tile = [&](int it) {
-    const int t = it - num_main;
-    const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
+    const int t = it - num_main, q = gb + it;  // (q: B ring position)
+    const u32 tile = btiles + (q % BSTAGES) * C::kBTile;
     const i64 rowa = m0 + ra, rowb = m0 + rb;
 #pragma unroll
     for (int part = 0; part < 4; ++part) {
@@ -577,7 +593,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         af[4 * part + 2 * h + 0] = (col_ok && rowa < p.m) ? *reinterpret_cast<const u32*>(p.d + rowa * p.rank + col) : 0u;
         af[4 * part + 2 * h + 1] = (col_ok && rowb < p.m) ? *reinterpret_cast<const u32*>(p.d + rowb * p.rank + col) : 0u;
       }
-      if (part == 0) mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
+      if (part == 0) mbar_wait(full_b + 8 * (q % BSTAGES), (q / BSTAGES) & 1);
       wgmma_fence();
       wgmma_rs_part<BN, kHalves, true>(acc, af + 4 * part, tile + part * 32);
       wgmma_commit();
@@ -600,6 +616,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       if (it + 1 < total) b_share_tile(it + 1);
     }
     wgmma_wait_acc<BN, 0>(acc);
+    if constexpr (PERSIST) {  // the last rank tile's B slot, which the next tile's loads reuse
+      if (total > num_main) release_b(total - 1);
+    }
     store_tile();
   };
 
@@ -692,12 +711,13 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         if constexpr (LEAN) rs_fragment_tile_lean(slot, ra, rb, swa, swb, rot, f);
         else rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
         __syncwarp();
-        if (lane == 0) mbar_arrive(empty_p + 8 * (it % STAGES));  // the slot has been read
+        if (lane == 0) mbar_arrive(empty_p + 8 * ((gp + it) % STAGES));  // the slot has been read
       }
     };
     auto issue = [&](int it, const u32* f) {
-      const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
-      mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
+      const int q = gb + it;  // B ring position
+      const u32 tile = btiles + (q % BSTAGES) * C::kBTile;
+      mbar_wait(full_b + 8 * (q % BSTAGES), (q / BSTAGES) & 1);
       wgmma_fence();
       const u64 bdesc = wgmma_desc_sw128(tile);
 #pragma unroll
@@ -711,7 +731,21 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         if (lane == 0) mbar_arrive(empty_a + 8 * (it % ATILES));
       }
     };
-    double_buffered_k_loop<BN>(num_main, acc, af, fb, build, issue, release_b);
+    if constexpr (PERSIST) {  // every tile of this CTA: its K loop, rank steps and epilogue, the rings running on
+      for (int t = tile0;;) {
+        double_buffered_k_loop<BN>(num_main, acc, af, fb, build, issue, release_b);
+        finish_tile();
+        t += tile_step;
+        if (t >= tile_end) return;
+        set_tile(t);
+        gp += num_main;
+        gb += total;
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+      }
+    } else {
+      double_buffered_k_loop<BN>(num_main, acc, af, fb, build, issue, release_b);  // (rank steps, epilogue below)
+    }
   } else {
     b_share_tile(0);
     for (int it = 0; it < num_main; ++it) {

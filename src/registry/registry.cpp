@@ -245,6 +245,8 @@ std::vector<Build> make_builds() {
       // The lean forms of the FP16-B build and of the all-in-kernel one (no copy launch); not yet timed on a GPU.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean", 256, 8, 5, 1, true, 1, 0, false, false, false, true),
       sm90_ws("sm90_ws_bn256_s8_b3_d2_lean", 256, 8, 3, 2, false, 1, 0, false, false, false, true),
+      // The FP16-B lean form with the persistent tile loop (its rings run on across tiles).
+      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers", 256, 8, 5, 1, true, 1, 0, false, true, false, true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP); not yet timed on a GPU.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
       sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean", 24, 16, false, 8, 4, 1, 4, 4, 2, false, true),

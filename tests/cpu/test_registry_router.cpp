@@ -326,6 +326,9 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn256_s4_b4_a4_d2_ss")), "256, 4, 4, 2, true, 1, 4, false, false, true");
   EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn256_s8_b5_lean")), "256, 8, 5, 1, true, 1, 0, false, false, false, true");
   EXPECT_EQ(targs(reg::build_by_id("sm90_ws_bn256_s8_b3_d2_lean")), "256, 8, 3, 2, false, 1, 0, false, false, false, true");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers")),
+            "256, 8, 5, 1, true, 1, 0, false, true, false, true");
+  EXPECT_TRUE(reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers").persistent);
   // The lean forms differ from their plain builds in that argument alone.
   for (const char* id : {"sm90_ws16_bn256_s8_b5", "sm90_ws_bn256_s8_b3_d2"}) {
     const reg::Build& plain = reg::build_by_id(id);
