@@ -62,10 +62,12 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // tiles takes 0.66x a wave of 128x256 tiles (measured for both forms), so 128x128 wins only when it needs fewer
   // than 1.5x the waves. From two waves of 128x256 tiles on, the FP16-A form (both operands copied to FP16, SS
   // wgmma only) is faster on every shape measured (4096 x 3072 x 3072: 128.3 vs 132.0 us; 16384 x 12288 x 3072:
-  // 1665 vs 1830; bench/results/2026-12-01_h200_ws16a.md); within one wave the extra copy launch is not paid back
-  // (not measured: the RS form stays).
-  const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5");
-  const registry::Build& wide_a16 = registry::build_by_id("sm90_ws16a_bn256_s4_b4");
+  // 1665 vs 1830; bench/results/2026-12-01_h200_ws16a.md). The LEAN form of the FP16-B build (same bits, fewer
+  // dequantization instructions) with the persistent tile loop then beat both on 14 of the 18 large suite shapes
+  // and came within 2% on the rest (4096 x 3072 x 3072: 116.8 us against 123.6 for the persistent FP16-A form;
+  // bench/results/2026-12-01_h200_lean.md), so it is the choice from two waves on; below, its non-persistent twin.
+  const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean");
+  const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers");
   const registry::Build& narrow = registry::build_by_id("sm90_ws16_bn128_s8_b6");
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
     if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);
@@ -73,7 +75,7 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
     const int64_t wide_waves = (row_tiles * ((s.n + 255) / 256) + sm_count - 1) / sm_count;
     const int64_t narrow_waves = (row_tiles * ((s.n + 127) / 128) + sm_count - 1) / sm_count;
     if (0.66 * double(narrow_waves) < double(wide_waves)) return narrow;
-    return wide_waves >= 2 && wide_a16.smem_bytes <= smem_optin ? wide_a16 : wide;
+    return wide_waves >= 2 && wide_pers.smem_bytes <= smem_optin ? wide_pers : wide;
   }
   // Portable, decode-sized M: the decode program (8 weight rows per warp, one mma chain each), measured on an H200
   // running the portable code (bench/results/2026-12-01_h200_decode.md): 1 / 4 / 16 / 32 x 3072 x 3072 in

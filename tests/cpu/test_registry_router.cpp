@@ -68,7 +68,7 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // H200: 132 SMs, 228 KiB per SM, 227 KiB per block.
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm90_ws16a_bn256_s4_b4");  // 384 tiles of 128x256: 3 waves, the FP16-A form
+            "sm90_ws16_bn256_s8_b5_lean_pers");  // 384 tiles of 128x256: 3 waves, the persistent lean form
   // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), at every rank the build
   // with dequant teams taking K tiles in turn and two K tiles per consumer step.
   for (int r : {32, 64, 96, 128})
@@ -97,10 +97,13 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
             "sm90_ws16_bn128_s8_b6");
   // 10 x 12 = 120 tiles of 128x256 (one wave) against 240 of 128x128 (two): measured 64.6 vs 86.2 us.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1280, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s8_b5");
+            "sm90_ws16_bn256_s8_b5_lean");
   // 11 x 12 = 132 tiles: exactly one full wave of 128x256 tiles.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1408, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s8_b5");
+            "sm90_ws16_bn256_s8_b5_lean");
+  // 24 x 12 = 288 tiles: three waves (of 128x128 tiles: five), the persistent form.
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {3072, 3072, 3072, 32, true}).id,
+            "sm90_ws16_bn256_s8_b5_lean_pers");
   // 5 x 12 = 60 tiles of 128x256 (one wave) against 120 of 128x128 (one wave): 128x128.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {640, 3072, 3072, 32, true}).id,
             "sm90_ws16_bn128_s8_b6");
@@ -210,7 +213,8 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
     SCOPED_TRACE(b.id);
     EXPECT_EQ(reg::needs_fp16_a(b) && reg::needs_fp16_b(b), b.fp16_a);
     EXPECT_EQ(reg::needs_fp16_a(b), b.program == reg::Program::Sm90SwapA16 || b.fp16_a);
-    EXPECT_TRUE(!b.persistent || b.fp16_a);  // the persistent tile loop is the FP16-A form's
+    // The persistent tile loop: the single-CTA FP16-B forms with one producer warpgroup and no A dequant warps.
+    EXPECT_TRUE(!b.persistent || (b.fp16_b && b.dq_wgs == 1 && b.cluster == 1 && b.a_tiles == 0));
     if (b.fp16_a) {  // SS wgmma on two FP16 copies: one producer warpgroup, single CTA, no A dequant warps
       EXPECT_EQ(b.program, reg::Program::Sm90Ws);
       EXPECT_TRUE(b.fp16_b && b.dq_wgs == 1 && b.cluster == 1 && b.a_tiles == 0 && b.bn == 256);
