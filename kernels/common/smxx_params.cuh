@@ -29,7 +29,7 @@ struct Sm90WsParams {
   TmaDesc tma_a;   // packed A codes [M, K/2] bytes, box 32 x A rows, 32-byte swizzle
   TmaDesc tma_b;   // packed B codes [N, K/2] bytes, box 32 x B rows, 32-byte swizzle
   TmaDesc tma_l1;  // l1 [N, r] BF16, box 64 x B rows, 128-byte swizzle
-  TmaDesc tma_d;   // d [M, r] BF16, box 64 x A rows, 128-byte swizzle (sm90_svdq_swap*, sm90_svdq_ws A16)
+  TmaDesc tma_d;   // d [M, r] BF16, box 64 x A rows, 128-byte swizzle (sm90_svdq_swap*, sm90_svdq_ws A16 and FP16-B LEAN)
   MmParams mm;
   int raster;      // sm90_svdq_ws (CLUSTER = 1): row tiles per raster group, 0 = row-major tile order
   TmaDesc tma_out;  // sm90_svdq_swap_a16: out [M, N] BF16, box 64 x BM, 128-byte swizzle (the epilogue's store)

@@ -86,9 +86,13 @@ struct Sm90WsConfig {
   static constexpr int kOffPacked = BSTAGES * kBTile;
   static constexpr int kOffATiles = kOffPacked + STAGES * kStage;  // ATILES: FP16 A tiles, 128 rows x 64 K
   static constexpr int kATile = 128 * 128;
-  static constexpr int kOffBars = kOffATiles + ATILES * kATile;
+  // LEAN FP16-B form: the rank steps' d tile (BF16, 128 rows x 64, the 128-byte swizzle) comes by TMA into a buffer
+  // of its own and the rank steps are SS wgmma, instead of the consumers loading d fragments from global memory.
+  static constexpr bool kRankTma = B16 && LEAN;
+  static constexpr int kOffDTile = kOffATiles + ATILES * kATile;
+  static constexpr int kOffBars = kOffDTile + (kRankTma ? 128 * 128 : 0);
   // + slack for 1024-byte alignment
-  static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES) * 8 + 1024;
+  static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + (kRankTma ? 2 : 0)) * 8 + 1024;
   // DQ_WGS = 0: B rows 0..127 belong to the dequant warpgroup (one per thread), the rest (rows 128..BN-1) to the
   // 256 consumer threads, kCWords words (8 codes each) per thread.
   static constexpr int kCWords = kProducerWarp ? 0 : (BN - 128) * 8 / 256;
@@ -133,6 +137,7 @@ struct Sm90WsConfig {
   static_assert(!PERSIST || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0),
                 "sm90 ws: the persistent tile loop is the single-CTA FP16-B forms' (A16, or consumers dequantizing A)");
   static_assert(!A_SS || (ATILES > 0 && !A16), "sm90 ws: SS wgmma on the A dequant warps' tiles needs ATILES");
+  static_assert(!kRankTma || (BN == 256 && kOffDTile % 1024 == 0), "sm90 ws: the d tile's SS wgmma (m64n256k16, aligned)");
   static_assert(!LEAN || (DQ_WGS >= 1 && ATILES == 0 && !A16 && CLUSTER == 1),
                 "sm90 ws: LEAN is the form whose consumers (and B dequant warps) dequantize: DQ_WGS >= 1, single CTA");
 };
@@ -191,6 +196,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // mbarriers: full_p/empty_p guard the packed slots, full_b/empty_b the FP16/BF16 B tiles.
   const u32 full_p = bars, empty_p = bars + 8 * STAGES, full_b = bars + 16 * STAGES, empty_b = full_b + 8 * BSTAGES;
   const u32 full_a = empty_b + 8 * BSTAGES, empty_a = full_a + 8 * ATILES;  // ATILES: the FP16 A tiles
+  const u32 full_d = empty_a + 8 * ATILES, empty_d = full_d + 8, dtile = base + C::kOffDTile;  // kRankTma
 
   const int tid = threadIdx.x, lane = tid & 31;
   // Raster groups (CLUSTER = 1): CTAs in launch order walk the tiles in groups of P.raster row tiles, down a
@@ -238,6 +244,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       mbar_init(full_a + 8 * s, C::kAdqWarps);  // every A dequant warp
       mbar_init(empty_a + 8 * s, 8);            // every consumer warp
     }
+    if constexpr (C::kRankTma) {
+      mbar_init(full_d, 1);
+      mbar_init(empty_d, 8);  // every consumer warp
+    }
     mbar_init_fence();
   }
   const u32 crank = sync_after_barrier_init<CLUSTER>();
@@ -281,11 +291,17 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       tma_load_2d(tile, map, c0, (int)n0, bar);
     }
   };
+  // kRankTma: the d tile of rank tile r (columns 64 r.., this tile's 128 rows) into the d buffer, its q-th use.
+  auto issue_d = [&](int q, int r) {
+    mbar_wait(empty_d, (q & 1) ^ 1);
+    mbar_arrive_expect_tx(full_d, 128 * 128);
+    tma_load_2d(dtile, &P.tma_d, 64 * r, (int)m0, full_d);
+  };
   auto prefetch_descs = [&] {
     tma_prefetch_desc(&P.tma_a);
     tma_prefetch_desc(&P.tma_b);
     tma_prefetch_desc(&P.tma_l1);
-    if constexpr (A16) tma_prefetch_desc(&P.tma_d);
+    if constexpr (A16 || C::kRankTma) tma_prefetch_desc(&P.tma_d);
   };
 
   if (tid < C::kC0) {
@@ -320,14 +336,20 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           pdl_wait_prior_grid();
           for (int it = 0; it < total; ++it) {
             if (it >= early && it < num_main) issue(it, it);
+            if constexpr (C::kRankTma) {
+              if (it >= num_main) issue_d(it - num_main, it - num_main);
+            }
             issue_b16(it, it);
           }
           if constexpr (PERSIST) {  // the following tiles: ring positions run on (num_main / total per tile)
-            for (int t = tile0 + tile_step, qp = num_main, qb = total; t < tile_end;
-                 t += tile_step, qp += num_main, qb += total) {
+            for (int t = tile0 + tile_step, qp = num_main, qb = total, qd = num_rank; t < tile_end;
+                 t += tile_step, qp += num_main, qb += total, qd += num_rank) {
               set_tile(t);
               for (int it = 0; it < total; ++it) {
                 if (it < num_main) issue(qp + it, it);
+                if constexpr (C::kRankTma) {
+                  if (it >= num_main) issue_d(qd + it - num_main, it - num_main);
+                }
                 issue_b16(qb + it, it);
               }
             }
@@ -488,7 +510,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
   // Ring positions of the current tile's first K tile: packed ring (main tiles) and B ring (main and rank tiles).
   // Zero but in the persistent FP16-B loop, which advances them by num_main and total per tile.
-  int gp = 0, gb = 0;
+  int gp = 0, gb = 0, gd = 0;  // (gd: uses of the d buffer before this tile, kRankTma)
   const float alpha = *p.alpha;  // read before the K loop, not on the epilogue's path (an op input, not a copy's)
 
   // This thread's words of B rows 128..BN-1 of main tile `it` into the B ring.
@@ -600,6 +622,25 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     }
     if (it - 1 >= num_main) release_b(it - 1);
   };
+  // kRankTma: rank tile `it` as SS BF16 wgmma on the d buffer (this warpgroup's 64 rows) and the l1 tile; waits for
+  // its wgmmas, then releases both.
+  auto rank_tile_ss = [&](int it) {
+    const int q = gb + it, qd = gd + it - num_main;
+    mbar_wait(full_d, qd & 1);
+    mbar_wait(full_b + 8 * (q % BSTAGES), (q / BSTAGES) & 1);
+    const u64 ad = wgmma_desc_sw128(dtile + (u32)(ct >> 7) * 64 * 128);
+    const u64 bd = wgmma_desc_sw128(btiles + (q % BSTAGES) * C::kBTile);
+    wgmma_fence();
+    if constexpr (C::kRankTma) {  // (m64n256k16 only: not instantiated for the other tile widths)
+#pragma unroll
+      for (int part = 0; part < 4; ++part) wgmma_ss_bf16<BN>(acc, ad + 2 * part, bd + 2 * part);
+    }
+    wgmma_commit();
+    wgmma_wait_acc<BN, 0>(acc);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_d);
+    release_b(it);
+  };
   auto store_tile = [&] {  // the epilogue (every wgmma has retired)
     pdl_launch_dependents();
     store_acc_tile<BN>(p, alpha, m0, n0, 128, m0 + ra, c, acc);
@@ -611,13 +652,17 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     // The main term back to its true scale (exact, a power of two) before the rank steps.
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
-    for (int it = num_main; it < total; ++it) {
-      rank_tile(it);
-      if (it + 1 < total) b_share_tile(it + 1);
-    }
-    wgmma_wait_acc<BN, 0>(acc);
-    if constexpr (PERSIST) {  // the last rank tile's B slot, which the next tile's loads reuse
-      if (total > num_main) release_b(total - 1);
+    if constexpr (C::kRankTma) {
+      for (int it = num_main; it < total; ++it) rank_tile_ss(it);  // (each retires and releases its tiles)
+    } else {
+      for (int it = num_main; it < total; ++it) {
+        rank_tile(it);
+        if (it + 1 < total) b_share_tile(it + 1);
+      }
+      wgmma_wait_acc<BN, 0>(acc);
+      if constexpr (PERSIST) {  // the last rank tile's B slot, which the next tile's loads reuse
+        if (total > num_main) release_b(total - 1);
+      }
     }
     store_tile();
   };
@@ -740,6 +785,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         set_tile(t);
         gp += num_main;
         gb += total;
+        gd += num_rank;
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
       }

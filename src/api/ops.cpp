@@ -176,6 +176,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, 128, 32);
       jit::encode_tma_2d(&wp.tma_b, b16, 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
       jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
+      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, 128, 128);  // lean: SS rank
       return wp;
     });
     return;

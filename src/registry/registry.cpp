@@ -98,8 +98,9 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
   const int64_t stage = a_part + (fp16_b ? 0 : int64_t(bn) * 32) + sf_blocks * 512;
+  const bool d_tile = lean && fp16_b;  // the lean FP16-B form's d tile for SS rank steps (+ its two barriers)
   b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + int64_t(a_tiles) * 128 * 128 +
-                 (2 * stages + 2 * bstages + 2 * a_tiles) * 8 + 1024;
+                 (d_tile ? 128 * 128 : 0) + (2 * stages + 2 * bstages + 2 * a_tiles + (d_tile ? 2 : 0)) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
 }
