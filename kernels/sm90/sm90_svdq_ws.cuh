@@ -301,7 +301,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     tma_prefetch_desc(&P.tma_a);
     tma_prefetch_desc(&P.tma_b);
     tma_prefetch_desc(&P.tma_l1);
-    if constexpr (A16 || C::kRankTma) tma_prefetch_desc(&P.tma_d);
+    if constexpr (A16) tma_prefetch_desc(&P.tma_d);
   };
 
   if (tid < C::kC0) {
@@ -336,20 +336,14 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           pdl_wait_prior_grid();
           for (int it = 0; it < total; ++it) {
             if (it >= early && it < num_main) issue(it, it);
-            if constexpr (C::kRankTma) {
-              if (it >= num_main) issue_d(it - num_main, it - num_main);
-            }
             issue_b16(it, it);
           }
           if constexpr (PERSIST) {  // the following tiles: ring positions run on (num_main / total per tile)
-            for (int t = tile0 + tile_step, qp = num_main, qb = total, qd = num_rank; t < tile_end;
-                 t += tile_step, qp += num_main, qb += total, qd += num_rank) {
+            for (int t = tile0 + tile_step, qp = num_main, qb = total; t < tile_end;
+                 t += tile_step, qp += num_main, qb += total) {
               set_tile(t);
               for (int it = 0; it < total; ++it) {
                 if (it < num_main) issue(qp + it, it);
-                if constexpr (C::kRankTma) {
-                  if (it >= num_main) issue_d(qd + it - num_main, it - num_main);
-                }
                 issue_b16(qb + it, it);
               }
             }
@@ -403,6 +397,18 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       return;
     }
     if constexpr (B16) {  // nothing to dequantize
+      if constexpr (C::kRankTma) {
+        // Warp 1's lane 0 loads the d tiles, so a d buffer still in use (rank > 64) holds up only these loads, never
+        // the producer's ring (nor, in the persistent loop, the next tile's first loads).
+        if (tid == 32) {
+          tma_prefetch_desc(&P.tma_d);
+          pdl_wait_prior_grid();
+          for (int t = tile0, q = 0; t < tile_end; t += tile_step) {
+            set_tile(t);
+            for (int r = 0; r < num_rank; ++r) issue_d(q++, r);
+          }
+        }
+      }
       if constexpr (CLUSTER > 1) cluster_arrive();
       return;
     }
