@@ -47,8 +47,10 @@
 //       fragment pair from one rotation (e2m1x8_f16x2_word_rot) instead of a shift and two placements; the tile's B
 //       descriptor computed once and stepped by 2 per k16 part. SASS per 64-wide K tile: the FP16-B consumer loop
 //       223 -> 164.5 instructions, the all-in-kernel (DQ_WGS = 2) consumer loop 286 -> 207 and its B dequant warps'
-//       301 -> 261 (bench/results/2026-12-01_sass_lean.md). The FP16-B consumers were measured issue-bound by the
-//       plain form of this code (ncu, 4096 x 3072 x 12288: tensor pipe 75.6%). Not yet timed on a GPU.
+//       301 -> 261 (bench/results/2026-12-01_sass_lean.md). The FP16-B consumers were issue-bound in the plain
+//       form (ncu, 4096 x 3072 x 12288: tensor pipe 75.6%); the lean form is 8-10% faster (H200,
+//       bench/results/2026-12-01_h200_lean.md). In the FP16-B form LEAN also takes the rank steps' d tile by TMA
+//       (warp 1 issues it) into a 16 KiB buffer of its own and runs them as SS BF16 wgmma (kRankTma).
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
 //       shared-memory round trip), one k16 part at a time, each part issued as wgmma.m64nBNk16 (FP32 accumulators)
 //       as soon as it is built. Rank steps load d fragments from global memory into the same registers and run BF16

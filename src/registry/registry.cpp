@@ -243,12 +243,15 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws16_bn256_s4_b4_a4_d2_ss", 256, 4, 4, 2, true, 1, 4, false, false, true),
       decode("smxx_dec_m16_j1_w4_s8", 1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
       decode("smxx_dec_m32_j1_w4_s6", 2, 1, 4, 6),
-      // The lean forms of the FP16-B build and of the all-in-kernel one (no copy launch); not yet timed on a GPU.
+      // The lean forms of the FP16-B build and of the all-in-kernel one (no copy launch; 1.3-1.5x slower, unrouted).
+      // H200: bench/results/2026-12-01_h200_lean.md.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean", 256, 8, 5, 1, true, 1, 0, false, false, false, true),
       sm90_ws("sm90_ws_bn256_s8_b3_d2_lean", 256, 8, 3, 2, false, 1, 0, false, false, false, true),
-      // The FP16-B lean form with the persistent tile loop (its rings run on across tiles).
+      // The FP16-B lean form with the persistent tile loop (its rings run on across tiles): routed for most large
+      // suite shapes and the heuristic's pick from two waves of tiles on.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers", 256, 8, 5, 1, true, 1, 0, false, true, false, true),
-      // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP); not yet timed on a GPU.
+      // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
+      // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
       sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean", 24, 16, false, 8, 4, 1, 4, 4, 2, false, true),
   };
