@@ -63,9 +63,10 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // than 1.5x the waves. From two waves of 128x256 tiles on, the FP16-A form (both operands copied to FP16, SS
   // wgmma only) is faster on every shape measured (4096 x 3072 x 3072: 128.3 vs 132.0 us; 16384 x 12288 x 3072:
   // 1665 vs 1830; bench/results/2026-12-01_h200_ws16a.md). The LEAN form of the FP16-B build (same bits, fewer
-  // dequantization instructions) with the persistent tile loop then beat both on 14 of the 18 large suite shapes
-  // and came within 2% on the rest (4096 x 3072 x 3072: 116.8 us against 123.6 for the persistent FP16-A form;
-  // bench/results/2026-12-01_h200_lean.md), so it is the choice from two waves on; below, its non-persistent twin.
+  // dequantization instructions) with the persistent tile loop then was the fastest candidate, or within 2% of it,
+  // on every one of the 18 large suite shapes (4096 x 3072 x 3072: 116.8 us against 123.6 for the persistent FP16-A
+  // form; bench/results/2026-12-01_h200_lean.md), so it is the choice from two waves on; below (one wave: measured
+  // 44.1-144.2 us against 47.8-154.2 for the plain build), its non-persistent twin.
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean");
   const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers");
   const registry::Build& narrow = registry::build_by_id("sm90_ws16_bn128_s8_b6");
