@@ -68,7 +68,7 @@
 namespace svdq_k {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false>
+          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -142,6 +142,7 @@ struct Sm90WsConfig {
   static_assert(!kRankTma || (BN == 256 && kOffDTile % 1024 == 0), "sm90 ws: the d tile's SS wgmma (m64n256k16, aligned)");
   static_assert(!LEAN || (DQ_WGS >= 1 && ATILES == 0 && !A16 && CLUSTER == 1),
                 "sm90 ws: LEAN is the form whose consumers (and B dequant warps) dequantize: DQ_WGS >= 1, single CTA");
+  static_assert(!FUSE_B || (kRankTma && PERSIST), "sm90 ws: FUSE_B is the persistent lean FP16-B form's");
 };
 
 // The RS form of one k16 part from a ready B descriptor (the LEAN consumers compute the tile's once and step it by
@@ -186,9 +187,9 @@ SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
 }
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false>
+          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -299,6 +300,125 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     mbar_arrive_expect_tx(full_d, 128 * 128);
     tma_load_2d(dtile, &P.tma_d, 64 * r, (int)m0, full_d);
   };
+  // FUSE_B: the FP16 copy of B written by this grid (no copy launch before it), in units of 64 rows x 64 K (unit j:
+  // K tile j / units_n, rows 64 (j % units_n)..). Warp 3 of every CTA converts the units j = blockIdx.x + i gridDim.x
+  // (two at a time, in K order: the first K tiles first, as every CTA's first tile needs them); warp 2 issues the B
+  // ring's TMA loads once the units of a B tile are published, converting any unit nobody has claimed yet itself
+  // (so no CTA ever waits on one that is not running: a grid only partly resident still finishes).
+  const int units_n = (int)((p.n + 63) >> 6), num_units = num_main * units_n;
+  // Units ja and jb (-1: none) of the copy by the 32 lanes of this warp, then their flags: lane l takes the 16-byte
+  // code chunks (row 16 i + l / 2 of the unit, K half l & 1) for i < 4 and writes each chunk's 32 FP16 values with
+  // the copy launch's arithmetic (dequant8_f16, scale2_half2_x128), so the bits are that launch's.
+  auto convert_units = [&](int ja, int jb) {
+    uint4 q[2][4];
+    u32 sw[2][4];
+    i64 row[2][4];
+    int kt[2];
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      const int j = x == 0 ? ja : jb;
+      kt[x] = j >= 0 ? j / units_n : 0;
+      const int u = j >= 0 ? j - kt[x] * units_n : 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        row[x][i] = (i64)u * 64 + 16 * i + (lane >> 1);
+        // (a K tail of 32: the last tile's second half is outside K)
+        if (j < 0 || row[x][i] >= p.n || ((lane & 1) && 64 * (i64)kt[x] + 32 >= p.k)) row[x][i] = -1;
+        if (row[x][i] >= 0) {
+          q[x][i] = __ldg(reinterpret_cast<const uint4*>(p.b + row[x][i] * (p.k / 2) + 32 * kt[x] + 16 * (lane & 1)));
+          sw[x][i] = __ldg(reinterpret_cast<const u32*>(p.b_sf + ((row[x][i] >> 7) * sf_ktiles + kt[x]) * 512 +
+                                                        scale_word_offset(row[x][i])));
+        }
+      }
+    }
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (row[x][i] < 0) continue;
+        // The chunk's K groups 2h, 2h + 1 (h = lane & 1): their scales in the two halves, each broadcast below.
+        const u32 s2 = scale2_half2_x128(__byte_perm(sw[x][i] >> (16 * (lane & 1)), 0u, 0x4140u));
+        const u32 w4[4] = {q[x][i].x, q[x][i].y, q[x][i].z, q[x][i].w};
+        uint4* dst = reinterpret_cast<uint4*>(P.b16 + row[x][i] * p.k + 64 * (i64)kt[x] + 32 * (lane & 1));
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          u32 o[4];
+          dequant8_f16(w4[w], w < 2 ? half2_lo_lo(s2) : half2_hi_hi(s2), o);
+          dst[w] = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+      }
+    }
+    // Publish: every lane orders its stores for the async proxy (the TMA loads that read them) and at GPU scope,
+    // the warp converges, lane 0 releases the flags.
+    fence_proxy_async_global();
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) {
+      if (ja >= 0) st_release_gpu_u64(P.b16_flags + ja, P.epoch);
+      if (jb >= 0) st_release_gpu_u64(P.b16_flags + jb, P.epoch);
+    }
+    __syncwarp();
+  };
+  // Claims unit j for this warp (lane 0 exchanges its claim word; every lane gets the answer).
+  auto claim_unit = [&](int j) {
+    bool mine = false;
+    if (lane == 0) mine = atomicExch(P.b16_claims + j, P.epoch) != P.epoch;
+    return __shfl_sync(0xFFFFFFFFu, mine ? 1 : 0, 0) != 0;
+  };
+  auto fused_b16_warp = [&](bool converter) {
+    pdl_wait_prior_grid();  // (B's codes and scales are inputs)
+    if (converter) {
+      for (int j = (int)blockIdx.x; j < num_units; j += 2 * (int)gridDim.x) {
+        const int j2 = j + (int)gridDim.x;
+        const bool a = claim_unit(j), b = j2 < num_units && claim_unit(j2);
+        convert_units(a ? j : -1, b ? j2 : -1);
+      }
+      return;
+    }
+    if (lane == 0) {
+      tma_prefetch_desc(&P.tma_b);
+      tma_prefetch_desc(&P.tma_l1);
+    }
+    for (int t = tile0, q = 0; t < tile_end; t += tile_step) {
+      set_tile(t);
+      const int u0 = (int)(n0 >> 6), nu = min(BN / 64, units_n - u0);
+      for (int it = 0; it < total; ++it, ++q) {
+        if (it < num_main) {
+          const int j0 = it * units_n + u0;
+          // Lane 0 reads the tile's flags (relaxed, all in flight while it waits for the B slot); if one is not
+          // published, the warp takes the units in turn: published meanwhile, claimed here (converted by this
+          // warp), or claimed elsewhere (lane 0 waits for its flag).
+          bool ready = true;
+          if (lane == 0) {
+            u64 f[BN / 64];
+#pragma unroll
+            for (int i = 0; i < BN / 64; ++i) f[i] = i < nu ? ld_relaxed_gpu_u64(P.b16_flags + j0 + i) : P.epoch;
+            mbar_wait(empty_b + 8 * (q % BSTAGES), ((q / BSTAGES) & 1) ^ 1);
+#pragma unroll
+            for (int i = 0; i < BN / 64; ++i) ready = ready && f[i] == P.epoch;
+          }
+          if (!__shfl_sync(0xFFFFFFFFu, ready ? 1 : 0, 0)) {
+            for (int i = 0; i < nu; ++i) {
+              const int j = j0 + i;
+              int done = lane == 0 && ld_relaxed_gpu_u64(P.b16_flags + j) == P.epoch;
+              if (__shfl_sync(0xFFFFFFFFu, done, 0)) continue;
+              if (claim_unit(j)) convert_units(j, -1);
+              else if (lane == 0)
+                while (ld_relaxed_gpu_u64(P.b16_flags + j) != P.epoch) {
+                }
+              __syncwarp();
+            }
+          }
+          if (lane == 0) {  // the flags' release -> this thread (acquire), then its TMA reads (async proxy)
+            fence_acq_rel_gpu();
+            fence_proxy_async_global();
+          }
+        }
+        if (lane == 0) issue_b16(q, it);
+        __syncwarp();
+      }
+    }
+  };
   auto prefetch_descs = [&] {
     tma_prefetch_desc(&P.tma_a);
     tma_prefetch_desc(&P.tma_b);
@@ -336,9 +456,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           const int early = num_main < STAGES ? num_main : STAGES;  // packed slots free at the start
           for (int it = 0; it < early; ++it) issue(it, it);
           pdl_wait_prior_grid();
-          for (int it = 0; it < total; ++it) {
+          for (int it = 0; it < total; ++it) {  // (FUSE_B: warp 2 issues the B ring's loads)
             if (it >= early && it < num_main) issue(it, it);
-            issue_b16(it, it);
+            if constexpr (!FUSE_B) issue_b16(it, it);
           }
           if constexpr (PERSIST) {  // the following tiles: ring positions run on (num_main / total per tile)
             for (int t = tile0 + tile_step, qp = num_main, qb = total; t < tile_end;
@@ -346,7 +466,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
               set_tile(t);
               for (int it = 0; it < total; ++it) {
                 if (it < num_main) issue(qp + it, it);
-                issue_b16(qb + it, it);
+                if constexpr (!FUSE_B) issue_b16(qb + it, it);
               }
             }
           }
@@ -410,6 +530,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
             for (int r = 0; r < num_rank; ++r) issue_d(q++, r);
           }
         }
+      }
+      if constexpr (FUSE_B) {
+        if (tid >= 64) fused_b16_warp(tid >= 96);  // warp 2: the B ring's loads, warp 3: converting B
       }
       if constexpr (CLUSTER > 1) cluster_arrive();
       return;

@@ -90,6 +90,18 @@ void with_fp16_copies(const jit::DeviceTarget& dev, Stream stream, const std::ve
   for (void* c : copies) jit::scratch_free(c, cs);
 }
 
+// A value no launch has used before (per process), never 0, spread over all 64 bits (splitmix64 of a counter): the
+// FUSE_B flags and claims live in scratch that may hold older launches' epochs or other data, so the kernel needs
+// no clearing; only a stale word equal to this launch's epoch (one in 2^64 per word) could fool it.
+uint64_t next_epoch() {
+  static std::atomic<uint64_t> counter{0};
+  uint64_t z = (counter.fetch_add(1) + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return z == 0 ? 1 : z;
+}
+
 void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* a_sf, const void* b_sf,
                const void* alpha, const void* d, const void* l1, const void* bias, void* out, Stream stream) {
   const jit::DeviceTarget& dev = jit::current_device();
@@ -162,6 +174,36 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
                          64, static_cast<uint32_t>(build.bm), 128);
       return wp;
     });
+    return;
+  }
+  if (registry::needs_fp16_b(build) && build.fuse_b) {
+    // The FP16-B form writing the copy of B itself: one launch; the scratch holds the copy, then a flag and a claim
+    // word per 64 x 64 unit.
+    const int64_t units = checked::mul((dm.k + 63) / 64, (dm.n + 63) / 64, "FP16 copy units");
+    const int64_t copy = checked::round_up(registry::fp16_copy_bytes(dm.n, dm.k), 256, "FP16 copy bytes");
+    const uint64_t bytes = static_cast<uint64_t>(checked::add(copy, checked::mul(units, 16, "FP16 copy flags"), "scratch"));
+    jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated
+    const CUstream cs = reinterpret_cast<CUstream>(stream);
+    void* scratch = jit::scratch_alloc(bytes, dev.ordinal, cs, "the FP16 copy of b (" + build.id + ")");
+    try {
+      svdq_k::Sm90WsParams wp{};
+      wp.mm = p;
+      wp.raster = raster;
+      wp.b16 = static_cast<svdq_k::u16*>(scratch);
+      wp.b16_flags = reinterpret_cast<svdq_k::u64*>(static_cast<char*>(scratch) + copy);
+      wp.b16_claims = wp.b16_flags + units;
+      wp.epoch = next_epoch();
+      const uint32_t bn = static_cast<uint32_t>(build.bn);
+      jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, 128, 32);
+      jit::encode_tma_2d(&wp.tma_b, scratch, 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
+      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
+      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, 128, 128);
+      launch(build, dev, gx, gy, stream, &wp);
+    } catch (...) {
+      jit::scratch_free(scratch, cs);
+      throw;
+    }
+    jit::scratch_free(scratch, cs);
     return;
   }
   if (registry::needs_fp16_b(build)) {

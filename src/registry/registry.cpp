@@ -76,7 +76,7 @@ Build sm90(const std::string& id, int stages) {
 // Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
               int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false,
-              bool lean = false) {
+              bool lean = false, bool fuse_b = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -94,6 +94,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.persistent = persistent;
   b.a_ss = a_ss;
   b.lean = lean;
+  b.fuse_b = fuse_b;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
@@ -250,6 +251,8 @@ std::vector<Build> make_builds() {
       // The FP16-B lean form with the persistent tile loop (its rings run on across tiles): routed for most large
       // suite shapes and the heuristic's pick from two waves of tiles on.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers", 256, 8, 5, 1, true, 1, 0, false, true, false, true),
+      // The same with the FP16 copy of B written inside the GEMM (no copy launch before it).
+      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_fuse", 256, 8, 5, 1, true, 1, 0, false, true, false, true, true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
       // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
@@ -302,7 +305,8 @@ std::string Build::description() const {
       if (fp16_a) os << "A and B as FP16 from two launches before it (TMA into the slots and the B tiles), "
                      << "2 producer warps + 2 SS-wgmma consumer warpgroups, "
                      << (persistent ? "persistent (one CTA per SM looping over the tiles), " : "");
-      else if (fp16_b) os << "B as FP16 from a launch before it (TMA into the B tiles), "
+      else if (fp16_b) os << (fuse_b ? "B as FP16 from a copy this kernel writes (TMA into the B tiles), "
+                                     : "B as FP16 from a launch before it (TMA into the B tiles), ")
                      << "a producer warp"
                      << (a_tiles > 0 ? " + " + std::to_string(dq_wgs) + " team(s) of 3 warps dequantizing A into " + std::to_string(a_tiles) +
                                            " FP16 tiles (" + (a_ss ? "SS wgmma" : "ldmatrix fragments") + ")" : "")
@@ -311,6 +315,7 @@ std::string Build::description() const {
       else if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
       else os << "a producer warp + " << 4 * dq_wgs - 1 << " dequant warps + 2 RS-wgmma consumer warpgroups, ";
       if (lean) os << "lean dequantization (E4M3 scales by F2FP, one rotation per fragment pair), ";
+      if (fuse_b) os << "warp 3 converting B per 64 x 64 unit, warp 2 loading a B tile once its units are published, ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::Sm90Swap:
@@ -461,15 +466,15 @@ std::string render(const Build& b) {
          << "  svdq_k::sm90_svdq_wgmma<" << b.stages << ">(p);\n}\n";
       break;
     case Program::Sm90Ws: {
-      // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN) up to the last one that
+      // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B) up to the last one that
       // differs from its default, so builds from before an argument existed render as before (same content hash).
       auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
       const std::pair<std::string, std::string> args[] = {
           {flag(b.fp16_b), "false"}, {std::to_string(b.cluster), "1"}, {std::to_string(b.a_tiles), "0"},
           {flag(b.fp16_a), "false"}, {flag(b.persistent), "false"},  {flag(b.a_ss), "false"},
-          {flag(b.lean), "false"}};
+          {flag(b.lean), "false"},   {flag(b.fuse_b), "false"}};
       int named = 0;
-      for (int i = 0; i < 7; ++i)
+      for (int i = 0; i < 8; ++i)
         if (args[i].first != args[i].second) named = i + 1;
       std::string ws_tail;
       for (int i = 0; i < named; ++i) ws_tail += ", " + args[i].first;

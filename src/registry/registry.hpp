@@ -64,6 +64,9 @@ struct Build {
   // rotation per fragment pair, B descriptors computed once per tile; Sm90SwapA16 (dq_warps): the dequant warps'
   // scales by that conversion (same values, fewer instructions).
   bool lean = false;
+  // Sm90Ws (fp16_b, lean, persistent): the FP16 copy of B written inside the GEMM (warp 3 of every CTA converts its
+  // share, warp 2 waits for a B tile's units before loading it) instead of by a launch before it.
+  bool fuse_b = false;
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   std::string kernel_name;  // extern "C" entry point in the unit

@@ -317,7 +317,7 @@ TEST(Registry, SwapA16TemplateArgumentsRenderInOrder) {
             "24, 16, false, 8, 4, 1, 4, 4, 2, false, true");
 }
 
-// ws template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN) likewise: up to the last
+// ws template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B) likewise: up to the last
 // non-default one, so the builds from before LEAN existed render as they did.
 TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   auto targs = [](const reg::Build& b) { return rendered_targs(b, "sm90_svdq_ws"); };
@@ -333,6 +333,15 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers")),
             "256, 8, 5, 1, true, 1, 0, false, true, false, true");
   EXPECT_TRUE(reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers").persistent);
+  // The form writing B's FP16 copy itself: the persistent lean build plus FUSE_B, same threads and shared memory
+  // (the copy goes global -> registers -> global), still an FP16-B build (its scratch holds the copy).
+  const reg::Build& fuse = reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers_fuse");
+  EXPECT_EQ(targs(fuse), "256, 8, 5, 1, true, 1, 0, false, true, false, true, true");
+  EXPECT_TRUE(fuse.fuse_b && reg::needs_fp16_b(fuse) && !reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers").fuse_b);
+  EXPECT_EQ(fuse.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers").smem_bytes);
+  EXPECT_EQ(fuse.threads, 384);
+  for (const auto& b : reg::all_builds())  // only that form has it
+    EXPECT_TRUE(!b.fuse_b || (b.fp16_b && b.lean && b.persistent && b.bn == 256)) << b.id;
   // The lean forms differ from their plain builds in that argument alone.
   for (const char* id : {"sm90_ws16_bn256_s8_b5", "sm90_ws_bn256_s8_b3_d2"}) {
     const reg::Build& plain = reg::build_by_id(id);

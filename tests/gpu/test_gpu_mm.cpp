@@ -292,6 +292,34 @@ TEST(GpuMmDeterminism, Sm90BuildsAgreeOnSuiteShapes) {
   for (const svdq::bench::Shape& s : svdq::bench::default_suite()) expect_builds_agree(s, seed_for(s, 2005), ids);
 }
 
+// The build writing B's FP16 copy inside the GEMM (per 64 x 64 unit, flags between CTAs tagged with a per-launch
+// epoch in reused scratch) gives the copy launch's bytes, run after run: shapes with a partial unit (N = 96, 160,
+// 3104), a K tail of 32, one K tile, many tiles per CTA, and several runs in a row on the same (recycled) scratch.
+TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
+  SVDQ_REQUIRE_GPU();
+  const svdq::DeviceInfo info = svdq::current_device_info();
+  if (info.cc_major * 10 + info.cc_minor != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only";
+  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
+  for (const Shape& s : {make_shape(4096, 3104, 160, 32, true), make_shape(300, 96, 3072, 64, false),
+                         make_shape(2000, 160, 32, 16, true), make_shape(4096, 3072, 3072, 128, true)}) {
+    SCOPED_TRACE(s.str());
+    Problem p(s, seed_for(s, 2010));
+    force.set("sm90_ws16_bn256_s8_b5_lean_pers");
+    p.poison_output();
+    p.run();
+    const std::vector<uint16_t> ref = p.download_output();
+    force.set("sm90_ws16_bn256_s8_b5_lean_pers_fuse");
+    for (int run = 0; run < 3; ++run) {
+      p.poison_output();
+      p.run();
+      const std::vector<uint16_t> out = p.download_output();
+      int64_t diff = 0;
+      for (size_t e = 0; e < out.size(); ++e) diff += out[e] != ref[e];
+      EXPECT_EQ(diff, 0) << "run " << run;
+    }
+  }
+}
+
 // Raster groups (and the persistent tile loop) reorder which CTA computes which tile, never a tile's bytes: the
 // warp-specialized builds without clusters give the same output under SVDQ_RASTER = 0, 3 (a partial last group:
 // 16 row tiles), 16 and 4096 (one group), and the same as the portable build (the output is poisoned before each
@@ -308,7 +336,8 @@ TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
   p.poison_output();
   p.run();
   const std::vector<uint16_t> ref = p.download_output();
-  for (const char* id : {"sm90_ws16a_bn256_s4_b4", "sm90_ws16a_bn256_s4_b4_pers", "sm90_ws16_bn256_s8_b5"}) {
+  for (const char* id : {"sm90_ws16a_bn256_s4_b4", "sm90_ws16a_bn256_s4_b4_pers", "sm90_ws16_bn256_s8_b5",
+                         "sm90_ws16_bn256_s8_b5_lean_pers_fuse"}) {
     force.set(id);
     for (const char* g : {"0", "3", "16", "4096"}) {
       raster.set(g);
