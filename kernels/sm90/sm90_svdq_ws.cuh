@@ -94,7 +94,8 @@ struct Sm90WsConfig {
   static constexpr int kOffDTile = kOffATiles + ATILES * kATile;
   static constexpr int kOffBars = kOffDTile + (kRankTma ? 128 * 128 : 0);
   // + slack for 1024-byte alignment
-  static constexpr int kSmem = kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + (kRankTma ? 2 : 0)) * 8 + 1024;
+  static constexpr int kSmem =
+      kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + (kRankTma ? 2 : 0) + (FUSE_B ? BSTAGES : 0)) * 8 + 1024;
   // DQ_WGS = 0: B rows 0..127 belong to the dequant warpgroup (one per thread), the rest (rows 128..BN-1) to the
   // 256 consumer threads, kCWords words (8 codes each) per thread.
   static constexpr int kCWords = kProducerWarp ? 0 : (BN - 128) * 8 / 256;
@@ -200,6 +201,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   const u32 full_p = bars, empty_p = bars + 8 * STAGES, full_b = bars + 16 * STAGES, empty_b = full_b + 8 * BSTAGES;
   const u32 full_a = empty_b + 8 * BSTAGES, empty_a = full_a + 8 * ATILES;  // ATILES: the FP16 A tiles
   const u32 full_d = empty_a + 8 * ATILES, empty_d = full_d + 8, dtile = base + C::kOffDTile;  // kRankTma
+  const u32 b_ok = empty_d + 8;  // FUSE_B: B tile q of the ring may be loaded (warp 2 -> the producer)
 
   const int tid = threadIdx.x, lane = tid & 31;
   // Raster groups (CLUSTER = 1): CTAs in launch order walk the tiles in groups of P.raster row tiles, down a
@@ -250,6 +252,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if constexpr (C::kRankTma) {
       mbar_init(full_d, 1);
       mbar_init(empty_d, 8);  // every consumer warp
+    }
+    if constexpr (FUSE_B) {
+      for (int s = 0; s < BSTAGES; ++s) mbar_init(b_ok + 8 * s, 1);  // warp 2's lane 0
     }
     mbar_init_fence();
   }
@@ -302,9 +307,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   };
   // FUSE_B: the FP16 copy of B written by this grid (no copy launch before it), in units of 64 rows x 64 K (unit j:
   // K tile j / units_n, rows 64 (j % units_n)..). Warp 3 of every CTA converts the units j = blockIdx.x + i gridDim.x
-  // (two at a time, in K order: the first K tiles first, as every CTA's first tile needs them); warp 2 issues the B
-  // ring's TMA loads once the units of a B tile are published, converting any unit nobody has claimed yet itself
-  // (so no CTA ever waits on one that is not running: a grid only partly resident still finishes).
+  // (two at a time, in K order: the first K tiles first, as every CTA's first tile needs them); warp 2 tells the
+  // producer when the units of a B tile are published, converting any unit nobody has claimed yet itself (so no CTA
+  // ever waits on one that is not running: a grid only partly resident still finishes).
   const int units_n = (int)((p.n + 63) >> 6), num_units = num_main * units_n;
   // Units ja and jb (-1: none) of the copy by the 32 lanes of this warp, then their flags: lane l takes the 16-byte
   // code chunks (row 16 i + l / 2 of the unit, K half l & 1) for i < 4 and writes each chunk's 32 FP16 values with
@@ -375,32 +380,33 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       }
       return;
     }
-    if (lane == 0) {
-      tma_prefetch_desc(&P.tma_b);
-      tma_prefetch_desc(&P.tma_l1);
-    }
+    // Warp 2 walks the B ring's positions as the producer does and arrives on b_ok[q % BSTAGES] once B tile q may
+    // be loaded: the units of a main tile published (their flags acquired by the lanes that read them, then ordered
+    // for the async proxy), a rank tile at once. It first waits for the slot's release (as the producer will), so
+    // it never arrives a phase ahead. The producer, which issues the loads, runs no GPU-scope or proxy fence itself
+    // (such a fence in a thread with bulk copies in flight waits for them).
     for (int t = tile0, q = 0; t < tile_end; t += tile_step) {
       set_tile(t);
       const int u0 = (int)(n0 >> 6), nu = min(BN / 64, units_n - u0);
+      int ready_end = 0;  // this tile's main K tiles [0, ready_end) are known published
       for (int it = 0; it < total; ++it, ++q) {
-        if (it < num_main) {
-          const int j0 = it * units_n + u0;
-          // Lane 0 reads the tile's flags (relaxed, all in flight while it waits for the B slot); if one is not
-          // published, the warp takes the units in turn: published meanwhile, claimed here (converted by this
-          // warp), or claimed elsewhere (lane 0 waits for its flag).
-          bool ready = true;
-          if (lane == 0) {
-            u64 f[BN / 64];
+        if (it < num_main && it >= ready_end) {
+          // All 32 lanes read the flags of K tiles it + lane (relaxed, in flight together); the published prefix
+          // is taken as a whole. A K tile not published yet: its units in turn, published meanwhile, claimed here
+          // (converted by this warp) or claimed elsewhere (lane 0 waits for the flag).
+          const int kt = it + lane;
+          bool ok = true;
+          if (kt < num_main) {
 #pragma unroll
-            for (int i = 0; i < BN / 64; ++i) f[i] = i < nu ? ld_relaxed_gpu_u64(P.b16_flags + j0 + i) : P.epoch;
-            mbar_wait(empty_b + 8 * (q % BSTAGES), ((q / BSTAGES) & 1) ^ 1);
-#pragma unroll
-            for (int i = 0; i < BN / 64; ++i) ready = ready && f[i] == P.epoch;
+            for (int i = 0; i < BN / 64; ++i)
+              if (i < nu) ok = ok && ld_relaxed_gpu_u64(P.b16_flags + kt * units_n + u0 + i) == P.epoch;
           }
-          if (!__shfl_sync(0xFFFFFFFFu, ready ? 1 : 0, 0)) {
+          const u32 bad = __ballot_sync(0xFFFFFFFFu, !ok);
+          ready_end = bad == 0 ? min(num_main, it + 32) : it + __ffs(bad) - 1;
+          if (ready_end == it) {
             for (int i = 0; i < nu; ++i) {
-              const int j = j0 + i;
-              int done = lane == 0 && ld_relaxed_gpu_u64(P.b16_flags + j) == P.epoch;
+              const int j = it * units_n + u0 + i;
+              const int done = lane == 0 && ld_relaxed_gpu_u64(P.b16_flags + j) == P.epoch;
               if (__shfl_sync(0xFFFFFFFFu, done, 0)) continue;
               if (claim_unit(j)) convert_units(j, -1);
               else if (lane == 0)
@@ -408,13 +414,16 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
                 }
               __syncwarp();
             }
+            ready_end = it + 1;
           }
-          if (lane == 0) {  // the flags' release -> this thread (acquire), then its TMA reads (async proxy)
-            fence_acq_rel_gpu();
-            fence_proxy_async_global();
-          }
+          fence_acq_rel_gpu();  // (every lane: the flags it read were releases)
+          fence_proxy_async_global();
+          __syncwarp();
         }
-        if (lane == 0) issue_b16(q, it);
+        if (lane == 0) {
+          mbar_wait(empty_b + 8 * (q % BSTAGES), ((q / BSTAGES) & 1) ^ 1);
+          mbar_arrive(b_ok + 8 * (q % BSTAGES));
+        }
         __syncwarp();
       }
     }
@@ -456,9 +465,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           const int early = num_main < STAGES ? num_main : STAGES;  // packed slots free at the start
           for (int it = 0; it < early; ++it) issue(it, it);
           pdl_wait_prior_grid();
-          for (int it = 0; it < total; ++it) {  // (FUSE_B: warp 2 issues the B ring's loads)
+          for (int it = 0; it < total; ++it) {
             if (it >= early && it < num_main) issue(it, it);
-            if constexpr (!FUSE_B) issue_b16(it, it);
+            if constexpr (FUSE_B) mbar_wait(b_ok + 8 * (it % BSTAGES), (it / BSTAGES) & 1);  // (warp 2's go)
+            issue_b16(it, it);
           }
           if constexpr (PERSIST) {  // the following tiles: ring positions run on (num_main / total per tile)
             for (int t = tile0 + tile_step, qp = num_main, qb = total; t < tile_end;
@@ -466,7 +476,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
               set_tile(t);
               for (int it = 0; it < total; ++it) {
                 if (it < num_main) issue(qp + it, it);
-                if constexpr (!FUSE_B) issue_b16(qb + it, it);
+                if constexpr (FUSE_B) mbar_wait(b_ok + 8 * ((qb + it) % BSTAGES), ((qb + it) / BSTAGES) & 1);
+                issue_b16(qb + it, it);
               }
             }
           }
@@ -532,7 +543,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         }
       }
       if constexpr (FUSE_B) {
-        if (tid >= 64) fused_b16_warp(tid >= 96);  // warp 2: the B ring's loads, warp 3: converting B
+        if (tid >= 64) fused_b16_warp(tid >= 96);  // warp 2: when B tiles may be loaded, warp 3: converting B
       }
       if constexpr (CLUSTER > 1) cluster_arrive();
       return;

@@ -101,7 +101,8 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   const int64_t stage = a_part + (fp16_b ? 0 : int64_t(bn) * 32) + sf_blocks * 512;
   const bool d_tile = lean && fp16_b;  // the lean FP16-B form's d tile for SS rank steps (+ its two barriers)
   b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + int64_t(a_tiles) * 128 * 128 +
-                 (d_tile ? 128 * 128 : 0) + (2 * stages + 2 * bstages + 2 * a_tiles + (d_tile ? 2 : 0)) * 8 + 1024;
+                 (d_tile ? 128 * 128 : 0) +
+                 (2 * stages + 2 * bstages + 2 * a_tiles + (d_tile ? 2 : 0) + (fuse_b ? bstages : 0)) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
 }

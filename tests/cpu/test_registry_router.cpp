@@ -334,11 +334,11 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
             "256, 8, 5, 1, true, 1, 0, false, true, false, true");
   EXPECT_TRUE(reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers").persistent);
   // The form writing B's FP16 copy itself: the persistent lean build plus FUSE_B, same threads and shared memory
-  // (the copy goes global -> registers -> global), still an FP16-B build (its scratch holds the copy).
+  // (the copy goes global -> registers -> global; one barrier per B tile for warp 2's go), still an FP16-B build (its scratch holds the copy).
   const reg::Build& fuse = reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers_fuse");
   EXPECT_EQ(targs(fuse), "256, 8, 5, 1, true, 1, 0, false, true, false, true, true");
   EXPECT_TRUE(fuse.fuse_b && reg::needs_fp16_b(fuse) && !reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers").fuse_b);
-  EXPECT_EQ(fuse.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers").smem_bytes);
+  EXPECT_EQ(fuse.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers").smem_bytes + 5 * 8);  // b_ok barriers
   EXPECT_EQ(fuse.threads, 384);
   for (const auto& b : reg::all_builds())  // only that form has it
     EXPECT_TRUE(!b.fuse_b || (b.fp16_b && b.lean && b.persistent && b.bn == 256)) << b.id;
