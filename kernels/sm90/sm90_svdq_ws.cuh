@@ -311,40 +311,43 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // producer when the units of a B tile are published, converting any unit nobody has claimed yet itself (so no CTA
   // ever waits on one that is not running: a grid only partly resident still finishes).
   const int units_n = (int)((p.n + 63) >> 6), num_units = num_main * units_n;
-  // Units ja and jb (-1: none) of the copy by the 32 lanes of this warp, then their flags: lane l takes the 16-byte
-  // code chunks (row 16 i + l / 2 of the unit, K half l & 1) for i < 4 and writes each chunk's 32 FP16 values with
-  // the copy launch's arithmetic (dequant8_f16, scale2_half2_x128), so the bits are that launch's.
-  auto convert_units = [&](int ja, int jb) {
-    uint4 q[2][4];
-    u32 sw[2][4];
-    i64 row[2][4];
-    int kt[2];
+  // Row of item i (0..3) of unit j for this lane (the 16-byte code chunk of row 16 i + lane / 2 of the unit, K half
+  // lane & 1), or -1 where there is none: j < 0, a row past N, the second half of a K tail of 32.
+  auto unit_row = [&](int j, int i, int kt) -> i64 {
+    const i64 row = (i64)(j - kt * units_n) * 64 + 16 * i + (lane >> 1);
+    return j < 0 || row >= p.n || ((lane & 1) && 64 * (i64)kt + 32 >= p.k) ? -1 : row;
+  };
+  // Units ja and jb (-1: none) by the 32 lanes of this warp: load_units reads each lane's code chunks and their scale
+  // words, store_units writes each chunk's 32 FP16 values with the copy launch's arithmetic (dequant8_f16,
+  // scale2_half2_x128), so the bits are that launch's; publish_units then orders every lane's stores for the async
+  // proxy that reads them, and lane 0's release (after the warp's convergence, which orders the other lanes' stores
+  // before it; its MEMBAR.GPU waits for the warp's stores) publishes them.
+  auto load_units = [&](int ja, int jb, uint4 (&q)[2][4], u32 (&sw)[2][4]) {
 #pragma unroll
     for (int x = 0; x < 2; ++x) {
-      const int j = x == 0 ? ja : jb;
-      kt[x] = j >= 0 ? j / units_n : 0;
-      const int u = j >= 0 ? j - kt[x] * units_n : 0;
+      const int j = x == 0 ? ja : jb, kt = j >= 0 ? j / units_n : 0;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        row[x][i] = (i64)u * 64 + 16 * i + (lane >> 1);
-        // (a K tail of 32: the last tile's second half is outside K)
-        if (j < 0 || row[x][i] >= p.n || ((lane & 1) && 64 * (i64)kt[x] + 32 >= p.k)) row[x][i] = -1;
-        if (row[x][i] >= 0) {
-          q[x][i] = __ldg(reinterpret_cast<const uint4*>(p.b + row[x][i] * (p.k / 2) + 32 * kt[x] + 16 * (lane & 1)));
-          sw[x][i] = __ldg(reinterpret_cast<const u32*>(p.b_sf + ((row[x][i] >> 7) * sf_ktiles + kt[x]) * 512 +
-                                                        scale_word_offset(row[x][i])));
+        const i64 row = unit_row(j, i, kt);
+        if (row >= 0) {
+          q[x][i] = __ldg(reinterpret_cast<const uint4*>(p.b + row * (p.k / 2) + 32 * kt + 16 * (lane & 1)));
+          sw[x][i] = __ldg(reinterpret_cast<const u32*>(p.b_sf + ((row >> 7) * sf_ktiles + kt) * 512 + scale_word_offset(row)));
         }
       }
     }
+  };
+  auto store_units = [&](int ja, int jb, const uint4 (&q)[2][4], const u32 (&sw)[2][4]) {
 #pragma unroll
     for (int x = 0; x < 2; ++x) {
+      const int j = x == 0 ? ja : jb, kt = j >= 0 ? j / units_n : 0;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        if (row[x][i] < 0) continue;
+        const i64 row = unit_row(j, i, kt);
+        if (row < 0) continue;
         // The chunk's K groups 2h, 2h + 1 (h = lane & 1): their scales in the two halves, each broadcast below.
         const u32 s2 = scale2_half2_x128(__byte_perm(sw[x][i] >> (16 * (lane & 1)), 0u, 0x4140u));
         const u32 w4[4] = {q[x][i].x, q[x][i].y, q[x][i].z, q[x][i].w};
-        uint4* dst = reinterpret_cast<uint4*>(P.b16 + row[x][i] * p.k + 64 * (i64)kt[x] + 32 * (lane & 1));
+        uint4* dst = reinterpret_cast<uint4*>(P.b16 + row * p.k + 64 * (i64)kt + 32 * (lane & 1));
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
           u32 o[4];
@@ -353,16 +356,22 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         }
       }
     }
-    // Publish: every lane orders its stores for the async proxy (the TMA loads that read them) and at GPU scope,
-    // the warp converges, lane 0 releases the flags.
+  };
+  auto publish_units = [&](int ja, int jb) {
     fence_proxy_async_global();
-    __threadfence();
     __syncwarp();
     if (lane == 0) {
       if (ja >= 0) st_release_gpu_u64(P.b16_flags + ja, P.epoch);
       if (jb >= 0) st_release_gpu_u64(P.b16_flags + jb, P.epoch);
     }
     __syncwarp();
+  };
+  auto convert_unit = [&](int j) {  // (warp 2, a unit nobody had claimed)
+    uint4 q[2][4];
+    u32 sw[2][4];
+    load_units(j, -1, q, sw);
+    store_units(j, -1, q, sw);
+    publish_units(j, -1);
   };
   // Claims unit j for this warp (lane 0 exchanges its claim word; every lane gets the answer).
   auto claim_unit = [&](int j) {
@@ -373,10 +382,30 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   auto fused_b16_warp = [&](bool converter) {
     pdl_wait_prior_grid();  // (B's codes and scales are inputs)
     if (converter) {
-      for (int j = (int)blockIdx.x; j < num_units; j += 2 * (int)gridDim.x) {
-        const int j2 = j + (int)gridDim.x;
-        const bool a = claim_unit(j), b = j2 < num_units && claim_unit(j2);
-        convert_units(a ? j : -1, b ? j2 : -1);
+      // Pairs of units (j, j + G), j = blockIdx.x + 2 i G, in one software pipeline: lanes 0 and 1 exchange the
+      // next pair's claim words and every lane loads its codes (speculatively, both in flight) before the fences
+      // that publish this pair, so each pair costs about one memory round trip (the first form, claims, loads and
+      // fences one after another, ran ~7 us per pair on the H200 and could not keep up with the first wave).
+      const int G = (int)gridDim.x;
+      uint4 q[2][4];
+      u32 sw[2][4];
+      u64 old = P.epoch;
+      auto start_pair = [&](int j) {
+        const int jl = j + (lane & 1) * G;
+        old = P.epoch;
+        if (lane < 2 && jl < num_units) old = atomicExch(P.b16_claims + jl, P.epoch);
+        load_units(j, j + G < num_units ? j + G : -1, q, sw);
+      };
+      int j = (int)blockIdx.x;
+      if (j < num_units) start_pair(j);
+      while (j < num_units) {
+        const u32 mine = __ballot_sync(0xFFFFFFFFu, lane < 2 && old != P.epoch);
+        const int ja = (mine & 1u) ? j : -1, jb = (mine & 2u) ? j + G : -1;
+        store_units(ja, jb, q, sw);
+        const int jn = j + 2 * G;
+        if (jn < num_units) start_pair(jn);
+        publish_units(ja, jb);
+        j = jn;
       }
       return;
     }
@@ -408,7 +437,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
               const int j = it * units_n + u0 + i;
               const int done = lane == 0 && ld_relaxed_gpu_u64(P.b16_flags + j) == P.epoch;
               if (__shfl_sync(0xFFFFFFFFu, done, 0)) continue;
-              if (claim_unit(j)) convert_units(j, -1);
+              if (claim_unit(j)) convert_unit(j);
               else if (lane == 0)
                 while (ld_relaxed_gpu_u64(P.b16_flags + j) != P.epoch) {
                 }
