@@ -414,22 +414,33 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     // for the async proxy), a rank tile at once. It first waits for the slot's release (as the producer will), so
     // it never arrives a phase ahead. The producer, which issues the loads, runs no GPU-scope or proxy fence itself
     // (such a fence in a thread with bulk copies in flight waits for them).
+    // The flags are read 32 K tiles at a time, lane l reading K tile k0 + l's (relaxed); the reads of the next window
+    // are issued 8 positions before the current one ends (or, at a tile's end, for the next tile's first window), so
+    // taking them costs no memory round trip on the hand-out path (a blocking read there delayed the B loads).
+    u64 f[BN / 64];
+    int pf_t = -1, pf_k = 0;  // the window whose flags are in f (tile, first K tile), -1: none
+    auto prefetch = [&](int t, int k0) {
+      set_tile(t);  // (n0 of that tile; the loop below keeps its own u0)
+      const int pu0 = (int)(n0 >> 6), pnu = min(BN / 64, units_n - pu0), kt = k0 + lane;
+#pragma unroll
+      for (int i = 0; i < BN / 64; ++i)
+        f[i] = kt < num_main && i < pnu ? ld_relaxed_gpu_u64(P.b16_flags + kt * units_n + pu0 + i) : P.epoch;
+      pf_t = t;
+      pf_k = k0;
+    };
     for (int t = tile0, q = 0; t < tile_end; t += tile_step) {
       set_tile(t);
       const int u0 = (int)(n0 >> 6), nu = min(BN / 64, units_n - u0);
       int ready_end = 0;  // this tile's main K tiles [0, ready_end) are known published
       for (int it = 0; it < total; ++it, ++q) {
         if (it < num_main && it >= ready_end) {
-          // All 32 lanes read the flags of K tiles it + lane (relaxed, in flight together); the published prefix
-          // is taken as a whole. A K tile not published yet: its units in turn, published meanwhile, claimed here
-          // (converted by this warp) or claimed elsewhere (lane 0 waits for the flag).
-          const int kt = it + lane;
+          // The window at `it`: its published prefix is taken as a whole. A K tile not published yet: its units in
+          // turn, published meanwhile, claimed here (converted by this warp) or claimed elsewhere (lane 0 waits).
+          if (pf_t != t || pf_k != it) prefetch(t, it);
           bool ok = true;
-          if (kt < num_main) {
 #pragma unroll
-            for (int i = 0; i < BN / 64; ++i)
-              if (i < nu) ok = ok && ld_relaxed_gpu_u64(P.b16_flags + kt * units_n + u0 + i) == P.epoch;
-          }
+          for (int i = 0; i < BN / 64; ++i) ok = ok && f[i] == P.epoch;
+          pf_t = -1;
           const u32 bad = __ballot_sync(0xFFFFFFFFu, !ok);
           ready_end = bad == 0 ? min(num_main, it + 32) : it + __ffs(bad) - 1;
           if (ready_end == it) {
@@ -448,6 +459,13 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           fence_acq_rel_gpu();  // (every lane: the flags it read were releases)
           fence_proxy_async_global();
           __syncwarp();
+        }
+        if (pf_t < 0 && it < num_main) {  // the next window's reads, ahead of need
+          if (ready_end < num_main) {
+            if (it + 8 >= ready_end) prefetch(t, ready_end);
+          } else if (it + 8 >= num_main && t + tile_step < tile_end) {
+            prefetch(t + tile_step, 0);
+          }
         }
         if (lane == 0) {
           mbar_wait(empty_b + 8 * (q % BSTAGES), ((q / BSTAGES) & 1) ^ 1);
