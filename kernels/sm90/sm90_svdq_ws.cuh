@@ -311,17 +311,22 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // producer when the units of a B tile are published, converting any unit nobody has claimed yet itself (so no CTA
   // ever waits on one that is not running: a grid only partly resident still finishes).
   const int units_n = (int)((p.n + 63) >> 6), num_units = num_main * units_n;
-  // Row of item i (0..3) of unit j for this lane (the 16-byte code chunk of row 16 i + lane / 2 of the unit, K half
-  // lane & 1), or -1 where there is none: j < 0, a row past N, the second half of a K tail of 32.
+  // Row of item i (0..3) of unit j for this lane (row 16 i + lane / 2 of the unit; lanes 2r and 2r + 1 share a row),
+  // -1 where there is none (j < 0, a row past N). A K tail of 32: the last K tile has only words 0-3 of a row.
   auto unit_row = [&](int j, int i, int kt) -> i64 {
     const i64 row = (i64)(j - kt * units_n) * 64 + 16 * i + (lane >> 1);
-    return j < 0 || row >= p.n || ((lane & 1) && 64 * (i64)kt + 32 >= p.k) ? -1 : row;
+    return j < 0 || row >= p.n ? -1 : row;
   };
-  // Units ja and jb (-1: none) by the 32 lanes of this warp: load_units reads each lane's code chunks and their scale
-  // words, store_units writes each chunk's 32 FP16 values with the copy launch's arithmetic (dequant8_f16,
-  // scale2_half2_x128), so the bits are that launch's; publish_units then orders every lane's stores for the async
-  // proxy that reads them, and lane 0's release (after the warp's convergence, which orders the other lanes' stores
-  // before it; its MEMBAR.GPU waits for the warp's stores) publishes them.
+  auto k_tail = [&](int kt) { return 64 * (i64)kt + 32 >= p.k; };
+  // Units ja and jb (-1: none) by the 32 lanes of this warp. load_units: lane 2r + h reads the 16-byte code chunk
+  // (words 4h..4h+3) of its row and the row's scale word. store_units: the lane pair trades two words (shuffles), so
+  // lane h holds words h, 2 + h, 4 + h, 6 + h, and writes their FP16 values with the copy launch's arithmetic
+  // (dequant8_f16, scale2_half2_x128 pairs: the bits are that launch's) as 16-byte chunks 2m + h, m = 0..3: each store
+  // instruction fills whole 32-byte sectors (lane pairs side by side; with each lane's own 64 contiguous bytes every
+  // store was 32 half sectors, the pattern that had cost the copy launch two thirds of its bandwidth).
+  // publish_units then orders every lane's stores for the async proxy that reads them, and lane 0's release (after
+  // the warp's convergence, which orders the other lanes' stores before it; its MEMBAR.GPU waits for the warp's
+  // stores) publishes them.
   auto load_units = [&](int ja, int jb, uint4 (&q)[2][4], u32 (&sw)[2][4]) {
 #pragma unroll
     for (int x = 0; x < 2; ++x) {
@@ -329,30 +334,38 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const i64 row = unit_row(j, i, kt);
-        if (row >= 0) {
+        q[x][i] = make_uint4(0u, 0u, 0u, 0u);
+        sw[x][i] = 0u;
+        if (row >= 0 && !((lane & 1) && k_tail(kt)))
           q[x][i] = __ldg(reinterpret_cast<const uint4*>(p.b + row * (p.k / 2) + 32 * kt + 16 * (lane & 1)));
+        if (row >= 0)
           sw[x][i] = __ldg(reinterpret_cast<const u32*>(p.b_sf + ((row >> 7) * sf_ktiles + kt) * 512 + scale_word_offset(row)));
-        }
       }
     }
   };
   auto store_units = [&](int ja, int jb, const uint4 (&q)[2][4], const u32 (&sw)[2][4]) {
+    const bool h = lane & 1;
 #pragma unroll
     for (int x = 0; x < 2; ++x) {
       const int j = x == 0 ? ja : jb, kt = j >= 0 ? j / units_n : 0;
+      const bool tail = k_tail(kt);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
+        // (every lane shuffles, also where it stores nothing)
+        const u32 r0 = __shfl_xor_sync(0xFFFFFFFFu, h ? q[x][i].x : q[x][i].y, 1);
+        const u32 r1 = __shfl_xor_sync(0xFFFFFFFFu, h ? q[x][i].z : q[x][i].w, 1);
         const i64 row = unit_row(j, i, kt);
         if (row < 0) continue;
-        // The chunk's K groups 2h, 2h + 1 (h = lane & 1): their scales in the two halves, each broadcast below.
-        const u32 s2 = scale2_half2_x128(__byte_perm(sw[x][i] >> (16 * (lane & 1)), 0u, 0x4140u));
-        const u32 w4[4] = {q[x][i].x, q[x][i].y, q[x][i].z, q[x][i].w};
-        uint4* dst = reinterpret_cast<uint4*>(P.b16 + row * p.k + 64 * (i64)kt + 32 * (lane & 1));
+        const u32 w4[4] = {h ? r0 : q[x][i].x, h ? r1 : q[x][i].z, h ? q[x][i].y : r0, h ? q[x][i].w : r1};
+        u32 sh[4];
+        scale4_half2_x128(sw[x][i], sh);  // word 2m + h is in K group m
+        u16* dst = P.b16 + row * p.k + 64 * (i64)kt + 8 * (int)h;
 #pragma unroll
-        for (int w = 0; w < 4; ++w) {
+        for (int m = 0; m < 4; ++m) {
+          if (tail && m >= 2) continue;  // (chunks 4-7 are past K)
           u32 o[4];
-          dequant8_f16(w4[w], w < 2 ? half2_lo_lo(s2) : half2_hi_hi(s2), o);
-          dst[w] = make_uint4(o[0], o[1], o[2], o[3]);
+          dequant8_f16(w4[m], sh[m], o);
+          *reinterpret_cast<uint4*>(dst + 16 * m) = make_uint4(o[0], o[1], o[2], o[3]);
         }
       }
     }
