@@ -462,9 +462,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
               const int done = lane == 0 && ld_relaxed_gpu_u64(P.b16_flags + j) == P.epoch;
               if (__shfl_sync(0xFFFFFFFFu, done, 0)) continue;
               if (claim_unit(j)) convert_unit(j);
-              else if (lane == 0)
-                while (ld_relaxed_gpu_u64(P.b16_flags + j) != P.epoch) {
-                }
+              else if (lane == 0)  // (with a pause: a CTA per SM polling the same few lines made an L2 hot spot)
+                while (ld_relaxed_gpu_u64(P.b16_flags + j) != P.epoch) __nanosleep(200);
               __syncwarp();
             }
             ready_end = it + 1;
