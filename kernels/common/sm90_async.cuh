@@ -90,6 +90,9 @@ SVDQ_DEV u64 ld_relaxed_gpu_u64(const u64* p) {
 SVDQ_DEV void st_release_gpu_u64(u64* p, u64 v) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
 }
+SVDQ_DEV void st_relaxed_gpu_u64(u64* p, u64 v) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
 SVDQ_DEV void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 SVDQ_DEV void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 

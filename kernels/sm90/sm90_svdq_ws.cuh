@@ -409,15 +409,32 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         if (lane < 2 && jl < num_units) old = atomicExch(P.b16_claims + jl, P.epoch);
         load_units(j, j + G < num_units ? j + G : -1, q, sw);
       };
-      int j = (int)blockIdx.x;
+      // Published in batches (the first pair alone, then 4 pairs): units jb0 + x G, x < 2 np, claimed where bit x
+      // of bmask is set; one proxy fence per lane and one GPU fence before lane 0's flag stores per batch.
+      int j = (int)blockIdx.x, jb0 = j, np = 0, batch = 1;
+      u32 bmask = 0;
       if (j < num_units) start_pair(j);
       while (j < num_units) {
-        const u32 mine = __ballot_sync(0xFFFFFFFFu, lane < 2 && old != P.epoch);
-        const int ja = (mine & 1u) ? j : -1, jb = (mine & 2u) ? j + G : -1;
-        store_units(ja, jb, q, sw);
+        const u32 mine = __ballot_sync(0xFFFFFFFFu, lane < 2 && old != P.epoch) & 3u;
+        store_units((mine & 1u) ? j : -1, (mine & 2u) ? j + G : -1, q, sw);
+        bmask |= mine << (2 * np);
+        ++np;
         const int jn = j + 2 * G;
         if (jn < num_units) start_pair(jn);
-        publish_units(ja, jb);
+        if (np == batch || jn >= num_units) {
+          fence_proxy_async_global();
+          __syncwarp();
+          if (lane == 0) {
+            fence_acq_rel_gpu();  // (then relaxed flag stores: release patterns)
+            for (int x = 0; x < 2 * np; ++x)
+              if (bmask & (1u << x)) st_relaxed_gpu_u64(P.b16_flags + jb0 + x * G, P.epoch);
+          }
+          __syncwarp();
+          jb0 = jn;
+          np = 0;
+          bmask = 0;
+          batch = 4;
+        }
         j = jn;
       }
       return;
