@@ -51,6 +51,17 @@
 //       form (ncu, 4096 x 3072 x 12288: tensor pipe 75.6%); the lean form is 8-10% faster (H200,
 //       bench/results/2026-12-01_h200_lean.md). In the FP16-B form LEAN also takes the rank steps' d tile by TMA
 //       (warp 1 issues it) into a 16 KiB buffer of its own and runs them as SS BF16 wgmma (kRankTma).
+//   FUSE_B (the persistent lean FP16-B form): no copy launch before the GEMM; the grid writes the FP16 copy of B
+//       into its scratch itself, in units of 64 rows x 64 K. Warp 3 of every CTA converts the units blockIdx.x +
+//       i gridDim.x (K order) with the copy launch's arithmetic; a unit's flag word is set to the launch's epoch
+//       once its values are stored; warp 2 reads a B tile's flags (windows of 32 K tiles, read ahead), acquires
+//       them and arrives on b_ok for that ring slot, and the producer waits on b_ok before the tile's TMA load. A
+//       claim word per unit (exchanged to the epoch) makes a unit converted exactly once, by whoever takes it:
+//       warp 2 converts a unit nobody has claimed instead of waiting, so no CTA depends on one that is not
+//       resident. Same bytes as the copy form (GPU tests). Measured on the H200: 1.05-1.17x slower than copy
+//       launch + GEMM at M >= 4096 (the extra time about constant in M: one warp per SM converts ~2-3x slower than
+//       the copy launch and the first wave of tiles, which reads all of B, waits for it), 7x slower at M = 128
+//       (12 CTAs convert everything); bench/results/2026-12-02_h200_fuse_b.md. Not routed.
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
 //       shared-memory round trip), one k16 part at a time, each part issued as wgmma.m64nBNk16 (FP32 accumulators)
 //       as soon as it is built. Rank steps load d fragments from global memory into the same registers and run BF16

@@ -252,7 +252,8 @@ std::vector<Build> make_builds() {
       // The FP16-B lean form with the persistent tile loop (its rings run on across tiles): routed for most large
       // suite shapes and the heuristic's pick from two waves of tiles on.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers", 256, 8, 5, 1, true, 1, 0, false, true, false, true),
-      // The same with the FP16 copy of B written inside the GEMM (no copy launch before it).
+      // The same with the FP16 copy of B written inside the GEMM (no copy launch before it): same bytes, 1.05-1.17x
+      // slower than copy + GEMM at large M on the H200 (bench/results/2026-12-02_h200_fuse_b.md), unrouted.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_fuse", 256, 8, 5, 1, true, 1, 0, false, true, false, true, true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
       // 2% at M = 1 (H200), unrouted.
