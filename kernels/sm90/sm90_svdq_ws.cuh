@@ -408,8 +408,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (converter) {
       // Pairs of units (j, j + G), j = blockIdx.x + 2 i G, in one software pipeline: lanes 0 and 1 exchange the
       // next pair's claim words and every lane loads its codes (speculatively, both in flight) before the fences
-      // that publish this pair, so each pair costs about one memory round trip (the first form, claims, loads and
-      // fences one after another, ran ~7 us per pair on the H200 and could not keep up with the first wave).
+      // that publish this pair (the first form ran claims, loads and fences one after another). On the H200 a pair
+      // still takes ~3 us per warp with this pipeline and the batched publication below, too slow for the first
+      // wave of tiles (bench/results/2026-12-02_h200_fuse_b.md).
       const int G = (int)gridDim.x;
       uint4 q[2][4];
       u32 sw[2][4];
@@ -490,7 +491,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
               const int done = lane == 0 && ld_relaxed_gpu_u64(P.b16_flags + j) == P.epoch;
               if (__shfl_sync(0xFFFFFFFFu, done, 0)) continue;
               if (claim_unit(j)) convert_unit(j);
-              else if (lane == 0)  // (with a pause: a CTA per SM polling the same few lines made an L2 hot spot)
+              else if (lane == 0)  // (a pause between polls of these few lines; measured the same without it)
                 while (ld_relaxed_gpu_u64(P.b16_flags + j) != P.epoch) __nanosleep(200);
               __syncwarp();
             }
