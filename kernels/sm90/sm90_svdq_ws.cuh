@@ -486,35 +486,13 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           const u32 bad = __ballot_sync(0xFFFFFFFFu, !ok);
           ready_end = bad == 0 ? min(num_main, it + 32) : it + __ffs(bad) - 1;
           if (ready_end == it) {
-            int steal_k = it + 1;  // (the next K tile of this column to take units from while waiting)
             for (int i = 0; i < nu; ++i) {
               const int j = it * units_n + u0 + i;
-              for (;;) {
-                const int done = lane == 0 && ld_relaxed_gpu_u64(P.b16_flags + j) == P.epoch;
-                if (__shfl_sync(0xFFFFFFFFu, done, 0)) break;
-                if (claim_unit(j)) {
-                  convert_unit(j);
-                  break;
-                }
-                // Claimed elsewhere and not published yet: meanwhile this warp converts the units of a later K tile
-                // of its column that nobody has claimed (lanes < nu exchange their claim words together), so the
-                // CTAs waiting in the first wave add to the conversion instead of polling.
-                u32 got = 0;
-                while (got == 0 && steal_k < num_main && steal_k < it + 16) {
-                  u64 o = P.epoch;
-                  if (lane < nu) o = atomicExch(P.b16_claims + steal_k * units_n + u0 + lane, P.epoch);
-                  got = __ballot_sync(0xFFFFFFFFu, lane < nu && o != P.epoch);
-                  for (int i2 = 0; i2 < nu; ++i2)
-                    if (got & (1u << i2)) convert_unit(steal_k * units_n + u0 + i2);
-                  ++steal_k;
-                }
-                if (got == 0) {
-                  if (lane == 0)  // (a pause between polls of these few lines; measured the same without it)
-                    while (ld_relaxed_gpu_u64(P.b16_flags + j) != P.epoch) __nanosleep(200);
-                  __syncwarp();
-                  break;
-                }
-              }
+              const int done = lane == 0 && ld_relaxed_gpu_u64(P.b16_flags + j) == P.epoch;
+              if (__shfl_sync(0xFFFFFFFFu, done, 0)) continue;
+              if (claim_unit(j)) convert_unit(j);
+              else if (lane == 0)  // (a pause between polls of these few lines; measured the same without it)
+                while (ld_relaxed_gpu_u64(P.b16_flags + j) != P.epoch) __nanosleep(200);
               __syncwarp();
             }
             ready_end = it + 1;
