@@ -176,40 +176,10 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     });
     return;
   }
-  if (registry::needs_fp16_b(build) && build.fuse_b) {
-    // The FP16-B form writing the copy of B itself: one launch; the scratch holds the copy, then a flag and a claim
-    // word per 64 x 64 unit.
-    const int64_t units = checked::mul((dm.k + 63) / 64, (dm.n + 63) / 64, "FP16 copy units");
-    const int64_t copy = checked::round_up(registry::fp16_copy_bytes(dm.n, dm.k), 256, "FP16 copy bytes");
-    const uint64_t bytes = static_cast<uint64_t>(checked::add(copy, checked::mul(units, 16, "FP16 copy flags"), "scratch"));
-    jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated
-    const CUstream cs = reinterpret_cast<CUstream>(stream);
-    void* scratch = jit::scratch_alloc(bytes, dev.ordinal, cs, "the FP16 copy of b (" + build.id + ")");
-    try {
-      svdq_k::Sm90WsParams wp{};
-      wp.mm = p;
-      wp.raster = raster;
-      wp.b16 = static_cast<svdq_k::u16*>(scratch);
-      wp.b16_flags = reinterpret_cast<svdq_k::u64*>(static_cast<char*>(scratch) + copy);
-      wp.b16_claims = wp.b16_flags + units;
-      wp.epoch = next_epoch();
-      const uint32_t bn = static_cast<uint32_t>(build.bn);
-      jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, 128, 32);
-      jit::encode_tma_2d(&wp.tma_b, scratch, 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
-      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
-      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, 128, 128);
-      launch(build, dev, gx, gy, stream, &wp);
-    } catch (...) {
-      jit::scratch_free(scratch, cs);
-      throw;
-    }
-    jit::scratch_free(scratch, cs);
-    return;
-  }
   if (registry::needs_fp16_b(build)) {
-    // The warp-specialized program in its FP16-B form: deq(B) x 2^-7 as FP16 [N, K] as the B tiles; A stays packed.
-    with_fp16_copies(dev, stream, {{b, b_sf, dm.n, "b"}}, dm.k, build, gx, gy, [&](void* const* c) {
-      void* b16 = c[0];
+    // The warp-specialized program in its FP16-B form: deq(B) x 2^-7 as FP16 [N, K] (at b16) as the B tiles; A stays
+    // packed.
+    auto fp16_b_params = [&](void* b16) {
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
       wp.raster = raster;
@@ -220,7 +190,32 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
       jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, 128, 128);  // lean: SS rank
       return wp;
-    });
+    };
+    if (!build.fuse_b) {  // the copy by a smxx_dequant_fp16 launch before the GEMM
+      with_fp16_copies(dev, stream, {{b, b_sf, dm.n, "b"}}, dm.k, build, gx, gy,
+                       [&](void* const* c) { return fp16_b_params(c[0]); });
+      return;
+    }
+    // The build writing the copy itself: one launch; the scratch holds the copy, then a flag and a claim word per
+    // 64 x 64 unit.
+    const int64_t units = checked::mul((dm.k + 63) / 64, (dm.n + 63) / 64, "FP16 copy units");
+    const int64_t copy = checked::round_up(registry::fp16_copy_bytes(dm.n, dm.k), 256, "FP16 copy bytes");
+    const uint64_t bytes = static_cast<uint64_t>(checked::add(copy, checked::mul(units, 16, "FP16 copy flags"), "scratch"));
+    jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated
+    const CUstream cs = reinterpret_cast<CUstream>(stream);
+    void* scratch = jit::scratch_alloc(bytes, dev.ordinal, cs, "the FP16 copy of b (" + build.id + ")");
+    try {
+      svdq_k::Sm90WsParams wp = fp16_b_params(scratch);
+      wp.b16 = static_cast<svdq_k::u16*>(scratch);
+      wp.b16_flags = reinterpret_cast<svdq_k::u64*>(static_cast<char*>(scratch) + copy);
+      wp.b16_claims = wp.b16_flags + units;
+      wp.epoch = next_epoch();
+      launch(build, dev, gx, gy, stream, &wp);
+    } catch (...) {
+      jit::scratch_free(scratch, cs);
+      throw;
+    }
+    jit::scratch_free(scratch, cs);
     return;
   }
   if (build.program == registry::Program::Sm90Ws || build.program == registry::Program::Sm90Swap ||
