@@ -79,16 +79,13 @@ SVDQ_DEV void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %
 SVDQ_DEV void pdl_wait_prior_grid() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 SVDQ_DEV void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
-// Flags between CTAs of one grid (GPU scope): a relaxed read (no ordering; pair it with fence_acq_rel_gpu once it
-// has seen the release), a release store, the fence that makes relaxed reads an acquire, and the proxy fence that
-// orders generic-proxy global accesses with the async proxy's (TMA) ones.
+// Flags between CTAs of one grid (GPU scope): relaxed reads and stores (no ordering of their own), the fence that
+// makes them an acquire (after the reads) or a release (before the stores), and the proxy fence that orders
+// generic-proxy global accesses with the async proxy's (TMA) ones.
 SVDQ_DEV u64 ld_relaxed_gpu_u64(const u64* p) {
   u64 v;
   asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
   return v;
-}
-SVDQ_DEV void st_release_gpu_u64(u64* p, u64 v) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
 }
 SVDQ_DEV void st_relaxed_gpu_u64(u64* p, u64 v) {
   asm volatile("st.relaxed.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");

@@ -300,6 +300,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     const u32 tile = btiles + bs * C::kBTile, bar = full_b + 8 * bs;
     const TmaDesc* map = it < num_main ? &P.tma_b : &P.tma_l1;
     const int c0 = it < num_main ? 64 * it : 64 * (it - num_main);
+    // FUSE_B: warp 2's go (it arrives only after the slot's release, so the wait for that passes at once)
+    if constexpr (FUSE_B) mbar_wait(b_ok + 8 * bs, (q / BSTAGES) & 1);
     mbar_wait(empty_b + 8 * bs, ((q / BSTAGES) & 1) ^ 1);
     mbar_arrive_expect_tx(bar, C::kBTile);
     if constexpr (CLUSTER > 1) {
@@ -335,9 +337,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // (dequant8_f16, scale2_half2_x128 pairs: the bits are that launch's) as 16-byte chunks 2m + h, m = 0..3: each store
   // instruction fills whole 32-byte sectors (lane pairs side by side; with each lane's own 64 contiguous bytes every
   // store was 32 half sectors, the pattern that had cost the copy launch two thirds of its bandwidth).
-  // publish_units then orders every lane's stores for the async proxy that reads them, and lane 0's release (after
-  // the warp's convergence, which orders the other lanes' stores before it; its MEMBAR.GPU waits for the warp's
-  // stores) publishes them.
+  // publish_units then orders every lane's stores for the async proxy that reads them and, after the warp's
+  // convergence (which orders the other lanes' stores before lane 0's fence), lane 0's GPU fence and flag stores
+  // (release patterns) publish units j0 + x stride, x < count, where bit x of mask is set.
   auto load_units = [&](int ja, int jb, uint4 (&q)[2][4], u32 (&sw)[2][4]) {
 #pragma unroll
     for (int x = 0; x < 2; ++x) {
@@ -381,12 +383,13 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       }
     }
   };
-  auto publish_units = [&](int ja, int jb) {
+  auto publish_units = [&](int j0, int stride, u32 mask, int count) {
     fence_proxy_async_global();
     __syncwarp();
     if (lane == 0) {
-      if (ja >= 0) st_release_gpu_u64(P.b16_flags + ja, P.epoch);
-      if (jb >= 0) st_release_gpu_u64(P.b16_flags + jb, P.epoch);
+      fence_acq_rel_gpu();
+      for (int x = 0; x < count; ++x)
+        if (mask & (1u << x)) st_relaxed_gpu_u64(P.b16_flags + j0 + x * stride, P.epoch);
     }
     __syncwarp();
   };
@@ -395,7 +398,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     u32 sw[2][4];
     load_units(j, -1, q, sw);
     store_units(j, -1, q, sw);
-    publish_units(j, -1);
+    publish_units(j, 0, 1u, 1);
   };
   // Claims unit j for this warp (lane 0 exchanges its claim word; every lane gets the answer).
   auto claim_unit = [&](int j) {
@@ -422,7 +425,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         load_units(j, j + G < num_units ? j + G : -1, q, sw);
       };
       // Published in batches (the first pair alone, then 4 pairs): units jb0 + x G, x < 2 np, claimed where bit x
-      // of bmask is set; one proxy fence per lane and one GPU fence before lane 0's flag stores per batch.
+      // of bmask is set.
       int j = (int)blockIdx.x, jb0 = j, np = 0, batch = 1;
       u32 bmask = 0;
       if (j < num_units) start_pair(j);
@@ -434,14 +437,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         const int jn = j + 2 * G;
         if (jn < num_units) start_pair(jn);
         if (np == batch || jn >= num_units) {
-          fence_proxy_async_global();
-          __syncwarp();
-          if (lane == 0) {
-            fence_acq_rel_gpu();  // (then relaxed flag stores: release patterns)
-            for (int x = 0; x < 2 * np; ++x)
-              if (bmask & (1u << x)) st_relaxed_gpu_u64(P.b16_flags + jb0 + x * G, P.epoch);
-          }
-          __syncwarp();
+          publish_units(jb0, G, bmask, 2 * np);
           jb0 = jn;
           np = 0;
           bmask = 0;
@@ -555,7 +551,6 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           pdl_wait_prior_grid();
           for (int it = 0; it < total; ++it) {
             if (it >= early && it < num_main) issue(it, it);
-            if constexpr (FUSE_B) mbar_wait(b_ok + 8 * (it % BSTAGES), (it / BSTAGES) & 1);  // (warp 2's go)
             issue_b16(it, it);
           }
           if constexpr (PERSIST) {  // the following tiles: ring positions run on (num_main / total per tile)
@@ -564,7 +559,6 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
               set_tile(t);
               for (int it = 0; it < total; ++it) {
                 if (it < num_main) issue(qp + it, it);
-                if constexpr (FUSE_B) mbar_wait(b_ok + 8 * ((qb + it) % BSTAGES), ((qb + it) / BSTAGES) & 1);
                 issue_b16(qb + it, it);
               }
             }
