@@ -247,6 +247,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     return slot + C::kPackA + C::kPackB + C::kSfA + 512 * (int)((row >> 7) - sf_blk0) + scale_word_offset(row);
   };
 
+  SVDQ_TRACE(14, 0);
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_p + 8 * s, 1);
@@ -292,6 +293,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     for (int h = 0; h < sf_b_blocks; ++h)
       bulk_load(slot + C::kPackA + C::kPackB + C::kSfA + 512 * h, p.b_sf + ((sf_blk0 + h) * sf_ktiles + it) * 512,
                 512, bar);
+    SVDQ_TRACE(0, q);
   };
   // B16: tile `it` of the B ring by TMA: FP16 B columns 64 it.. of a main tile, l1 columns for a rank tile.
   // CLUSTER = 2: this CTA's half of the rows, multicast to both.
@@ -311,6 +313,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     } else {
       tma_load_2d(tile, map, c0, (int)n0, bar);
     }
+    SVDQ_TRACE(1, q);
   };
   // kRankTma: the d tile of rank tile r (columns 64 r.., this tile's 128 rows) into the d buffer, its q-th use.
   auto issue_d = [&](int q, int r) {
@@ -724,6 +727,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // ---- consumers ----
   setmaxnreg_inc<C::kConsumerRegs>();
   const int ct = tid - C::kC0, warp_in_wg = (ct >> 5) & 3, g = lane >> 2, c = lane & 3;
+  SVDQ_TRACE(15, ct >> 7);
   const int ra = (ct >> 7) * 64 + warp_in_wg * 16 + g, rb = ra + 8;  // this thread's two rows in the tile
   const u32 rot = 23u + 4u * (u32)c;  // LEAN: the rotation picking quad lane c's pair of every code word
   // This thread's share of B: row crow, words cw0 .. cw0 + kCWords - 1.
@@ -872,6 +876,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // After the main K loop (the forms other than A16): the rank steps, the epilogue.
   auto finish_tile = [&] {
     wgmma_wait_acc<BN, 0>(acc);
+    SVDQ_TRACE(8 + (ct >> 7), gb / total);
     release_b(num_main - 1);
     // The main term back to its true scale (exact, a power of two) before the rank steps.
 #pragma unroll
@@ -888,7 +893,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         if (total > num_main) release_b(total - 1);
       }
     }
+    SVDQ_TRACE(10 + (ct >> 7), gb / total);
     store_tile();
+    SVDQ_TRACE(12 + (ct >> 7), gb / total);
   };
 
   if constexpr (A16) {
@@ -981,6 +988,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         else rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_p + 8 * ((gp + it) % STAGES));  // the slot has been read
+        SVDQ_TRACE(4 + (ct >> 7), gp + it);
       }
     };
     auto issue = [&](int it, const u32* f) {
@@ -995,6 +1003,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         else wgmma_rs_part<BN, kHalves, false>(acc, f + 4 * part, tile + part * 32);
       }
       wgmma_commit();
+      SVDQ_TRACE(2 + (ct >> 7), gb + it);
       if constexpr (ATILES > 0) {  // the fragments are in registers (the wgmmas read them): the A tile is free
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_a + 8 * (it % ATILES));

@@ -1,0 +1,172 @@
+// Timeline of the large-M program's persistent FP16-B form (kernels/sm90/sm90_svdq_ws.cuh, unchanged: the registry's
+// sm90_ws16_bn256_s8_b5_lean_pers) through its SVDQ_TRACE hooks: clock64() per event for three CTAs (first, middle,
+// last of the persistent grid) at M x 3072 x K, rank 32, with bias, cold L2, the FP16 copy of B given (this
+// measures the GEMM launch alone). Prints where each CTA's cycles go: per output tile the main loop, the rank steps
+// and the epilogue of each consumer warpgroup, the steady-state period between a warpgroup's K tiles, and how far
+// the producer's loads run ahead.
+//
+// Events (index: ring position q of a K tile, or the CTA's output tile number for 8-13): 0 producer issued packed
+// slot q (A codes + scales), 1 producer issued B tile q, 2 / 3 consumer warpgroup 0 / 1 issued K tile q's wgmmas,
+// 4 / 5 warpgroup 0 / 1 built K tile q's fragments, 8 / 9 main K loop retired, 10 / 11 rank steps done, 12 / 13
+// epilogue stored; 14 kernel start. Point 15 (consumer start, index = warpgroup) makes warpgroup 1 wait g_skew
+// cycles first in every CTA (0: as the program runs): what a skew between the warpgroups would do to the epilogue.
+//
+// Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/ws_trace.cu -o t
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+constexpr int kTraceCtas = 3, kEvents = 16, kMaxPos = 640;
+__device__ long long g_trace[kTraceCtas][kEvents][kMaxPos];
+__device__ long long g_skew;
+
+__device__ __forceinline__ void trace_point(int point, int it) {
+  if (point == 15) {  // consumer start: warpgroup 1 waits g_skew cycles (every thread of it)
+    if (it == 1 && g_skew > 0) {
+      const long long t0 = clock64();
+      while (clock64() - t0 < g_skew) {
+      }
+    }
+    return;
+  }
+  const int cta = blockIdx.x;
+  const int sel = cta == 0 ? 0 : cta == (int)gridDim.x / 2 ? 1 : cta == (int)gridDim.x - 1 ? 2 : -1;
+  if (sel >= 0 && (threadIdx.x & 127) == 0 && it >= 0 && it < kMaxPos) g_trace[sel][point][it] = clock64();
+}
+#define SVDQ_TRACE(point, it) trace_point(point, it)
+#include "sm90/sm90_svdq_ws.cuh"
+#include "micro_util.hpp"
+
+using namespace svdq_k;
+
+// The registry's sm90_ws16_bn256_s8_b5_lean_pers: BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST,
+// A_SS, LEAN.
+#define LEAN_PERS 256, 8, 5, 1, true, 1, 0, false, true, false, true
+using Cfg = Sm90WsConfig<LEAN_PERS>;
+extern "C" __global__ void __launch_bounds__(Cfg::kThreads, 1) lean_pers(const __grid_constant__ Sm90WsParams p) {
+  sm90_svdq_ws<LEAN_PERS>(p);
+}
+
+static void run(long long M, long long K, long long skew, void* flush) {
+  const long long N = 3072, R = 32;
+  const long long sf_cols = (K / 16 + 3) / 4 * 4;
+  void *a, *asf, *b16, *alpha, *d, *l1, *bias, *out;
+  check(cudaMalloc(&a, M * K / 2), "malloc");
+  check(cudaMalloc(&asf, (M + 127) / 128 * 128 * sf_cols), "malloc");
+  check(cudaMalloc(&b16, N * K * 2), "malloc");
+  check(cudaMalloc(&alpha, 4), "malloc");
+  check(cudaMalloc(&d, M * R * 2), "malloc");
+  check(cudaMalloc(&l1, N * R * 2), "malloc");
+  check(cudaMalloc(&bias, N * 2), "malloc");
+  check(cudaMalloc(&out, M * N * 2), "malloc");
+  cudaMemset(a, 0x11, M * K / 2);
+  cudaMemset(asf, 0x38, (M + 127) / 128 * 128 * sf_cols);
+  cudaMemset(b16, 0, N * K * 2);
+  cudaMemset(d, 0, M * R * 2);
+  cudaMemset(l1, 0, N * R * 2);
+  cudaMemset(bias, 0, N * 2);
+  const float one = 1.0f;
+  cudaMemcpy(alpha, &one, 4, cudaMemcpyHostToDevice);
+  Sm90WsParams p{};
+  p.mm.a = static_cast<const u8*>(a);
+  p.mm.a_sf = static_cast<const u8*>(asf);
+  p.mm.alpha = static_cast<const float*>(alpha);
+  p.mm.d = static_cast<const u16*>(d);
+  p.mm.l1 = static_cast<const u16*>(l1);
+  p.mm.bias = static_cast<const u16*>(bias);
+  p.mm.out = static_cast<u16*>(out);
+  p.mm.m = M;
+  p.mm.n = N;
+  p.mm.k = K;
+  p.mm.rank = R;
+  map2d(&p.tma_a, a, 1, K / 2, M, 32, 128, 32);
+  map2d(&p.tma_b, b16, 2, K, N, 64, 256, 128);
+  map2d(&p.tma_l1, l1, 2, R, N, 64, 256, 128);
+  map2d(&p.tma_d, d, 2, R, M, 64, 128, 128);
+  check(cudaFuncSetAttribute(lean_pers, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem), "smem attribute");
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const long long tiles = (M + 127) / 128 * (N / 256);
+  const unsigned grid = (unsigned)std::min<long long>(tiles, sms);
+  check(cudaMemcpyToSymbol(g_skew, &skew, sizeof(skew)), "skew");
+  std::vector<long long> t(kTraceCtas * kEvents * kMaxPos);
+  const float ms = cold_launches(flush, "lean_pers", [&] { lean_pers<<<grid, Cfg::kThreads, Cfg::kSmem>>>(p); }, [&] {
+    std::fill(t.begin(), t.end(), 0LL);
+    check(cudaMemcpyToSymbol(g_trace, t.data(), t.size() * sizeof(long long)), "trace reset");
+  });
+  check(cudaMemcpyFromSymbol(t.data(), g_trace, t.size() * sizeof(long long)), "trace");
+  const int num_main = (int)(K / 64), total = num_main + 1;
+  std::printf("== lean_pers %lld x %lld x %lld r32 b1, grid %u, warpgroup 1 starts %lld cycles late: %.2f us (events, "
+              "incl. launch)\n", M, N, K, grid, skew, ms * 1e3f);
+  for (int c = 0; c < kTraceCtas; ++c) {
+    auto at = [&](int e, int q) { return t[(c * kEvents + e) * kMaxPos + q]; };
+    const long long t0 = at(14, 0);
+    const int cta = c == 0 ? 0 : c == 1 ? (int)grid / 2 : (int)grid - 1;
+    const int ntiles = (int)((tiles - cta + grid - 1) / grid);
+    long long end = 0;
+    for (int lt = 0; lt < ntiles; ++lt) end = std::max({end, at(12, lt), at(13, lt)});
+    std::printf("  CTA %d (%d tiles): %lld cycles start -> last store\n", cta, ntiles, end - t0);
+    GapMeans g;
+    for (int lt = 0; lt < ntiles; ++lt) {
+      const int q0 = lt * total;
+      std::printf("    tile %d (cycles from start): WG0 first issue %lld, main retired %lld, rank done %lld, stored %lld"
+                  " | WG1 %lld, %lld, %lld, %lld\n", lt, at(2, q0) - t0, at(8, lt) - t0, at(10, lt) - t0,
+                  at(12, lt) - t0, at(3, q0) - t0, at(9, lt) - t0, at(11, lt) - t0, at(13, lt) - t0);
+      for (int it = 4; it < num_main - 4; ++it) {
+        const int q = q0 + it;
+        g.add(0, at(2, q - 1), at(2, q));  // WG0 period
+        g.add(1, at(3, q - 1), at(3, q));  // WG1 period
+        g.add(2, at(4, q), at(2, q));      // WG0 built -> issued (the B tile wait, fence, 4 wgmma issue)
+        g.add(3, at(5, q), at(3, q));      // WG1
+        g.add(4, at(1, q), at(2, q));      // producer's B load issued -> WG0 issued
+        g.add(5, at(2, q), at(3, q));      // WG0 issued -> WG1 issued (the skew)
+        g.add(6, at(0, q), at(4, q));      // producer's packed load issued -> WG0 built
+      }
+      if (lt + 1 < ntiles) {
+        g.add(7, at(2, q0 + num_main - 1), at(2, q0 + total));  // WG0: last main issue -> next tile's first issue
+        g.add(8, at(8, lt), at(12, lt));                         // WG0: main retired -> stored
+        g.add(9, at(10, lt), at(12, lt));                        // WG0: epilogue alone
+      }
+    }
+    std::printf("    steady state (K tiles 4..%d of each tile): period WG0 %.0f / WG1 %.0f cycles per K tile (tensor "
+                "work 1024); built->issued %.0f / %.0f; B load issued->WG0 issued %.0f; WG0->WG1 issue %.0f; packed "
+                "load issued->WG0 built %.0f\n", num_main - 5, g.mean(0), g.mean(1), g.mean(2), g.mean(3), g.mean(4),
+                g.mean(5), g.mean(6));
+    std::printf("    between tiles (WG0): last main issue -> next first issue %.0f; main retired -> stored %.0f, of "
+                "which the epilogue %.0f\n", g.mean(7), g.mean(8), g.mean(9));
+    if (c == 0) {
+      std::printf("    q: pk_issued b_issued wg0_built wg0_issued wg1_built wg1_issued (cycles from start)\n");
+      for (int q = 0; q < std::min(kMaxPos, ntiles * total); ++q) {
+        const int it = q % total;
+        if (!(q < 6 || (it >= num_main - 3) || it < 3)) continue;
+        std::printf("    %4d:", q);
+        const int ev[6] = {0, 1, 4, 2, 5, 3};
+        for (int e : ev) {
+          if (at(e, q) != 0) std::printf(" %8lld", at(e, q) - t0);
+          else std::printf("        -");
+        }
+        std::printf("\n");
+      }
+    }
+  }
+  cudaFree(a);
+  cudaFree(asf);
+  cudaFree(b16);
+  cudaFree(alpha);
+  cudaFree(d);
+  cudaFree(l1);
+  cudaFree(bias);
+  cudaFree(out);
+}
+
+int main() {
+  void* flush;
+  check(cudaMalloc(&flush, 256u << 20), "malloc");
+  for (long long skew : {0LL, 1500LL, 3000LL}) run(4096, 3072, skew, flush);
+  run(4096, 12288, 0, flush);
+  run(16384, 3072, 0, flush);
+  run(16384, 3072, 3000, flush);
+  return 0;
+}
