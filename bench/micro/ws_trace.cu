@@ -7,7 +7,8 @@
 //
 // Events (index: ring position q of a K tile, or the CTA's output tile number for 8-13): 0 producer issued packed
 // slot q (A codes + scales), 1 producer issued B tile q, 2 / 3 consumer warpgroup 0 / 1 issued K tile q's wgmmas,
-// 4 / 5 warpgroup 0 / 1 built K tile q's fragments, 8 / 9 main K loop retired, 10 / 11 rank steps done, 12 / 13
+// 4 / 5 warpgroup 0 / 1 built K tile q's fragments, 6 / 7 saw B tile q, 16 / 17 began building K tile q's fragments
+// (its wait for the group before the previous one has returned), 8 / 9 main K loop retired, 10 / 11 rank steps done, 12 / 13
 // epilogue stored; 14 kernel start. Point 15 (consumer start, index = warpgroup) makes warpgroup 1 wait g_skew
 // cycles first in every CTA (0: as the program runs): what a skew between the warpgroups would do to the epilogue.
 //
@@ -18,7 +19,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-constexpr int kTraceCtas = 3, kEvents = 16, kMaxPos = 640;
+constexpr int kTraceCtas = 3, kEvents = 18, kMaxPos = 640;
 __device__ long long g_trace[kTraceCtas][kEvents][kMaxPos];
 __device__ long long g_skew;
 
@@ -33,23 +34,35 @@ __device__ __forceinline__ void trace_point(int point, int it) {
   }
   const int cta = blockIdx.x;
   const int sel = cta == 0 ? 0 : cta == (int)gridDim.x / 2 ? 1 : cta == (int)gridDim.x - 1 ? 2 : -1;
-  if (sel >= 0 && (threadIdx.x & 127) == 0 && it >= 0 && it < kMaxPos) g_trace[sel][point][it] = clock64();
+  // (the loads' events from whichever lane 0 issues them, the consumers' from warp 0 of each warpgroup)
+  const int filter = point <= 1 || point == 14 ? 31 : 127;
+  if (sel >= 0 && (threadIdx.x & filter) == 0 && it >= 0 && it < kMaxPos) g_trace[sel][point][it] = clock64();
 }
+#ifdef WS_TRACE_OFF  // (-DWS_TRACE_OFF: the skew hook only, for the programs' untraced times)
+#define SVDQ_TRACE(point, it) \
+  if (point == 15) trace_point(point, it)
+#else
 #define SVDQ_TRACE(point, it) trace_point(point, it)
+#endif
 #include "sm90/sm90_svdq_ws.cuh"
 #include "micro_util.hpp"
 
 using namespace svdq_k;
 
-// The registry's sm90_ws16_bn256_s8_b5_lean_pers: BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST,
-// A_SS, LEAN.
-#define LEAN_PERS 256, 8, 5, 1, true, 1, 0, false, true, false, true
+// The registry's sm90_ws16_bn256_s8_b5_lean_pers (BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST,
+// A_SS, LEAN, FUSE_B), then with the B ring loaded by warp 2 (SPLIT_B).
+#define LEAN_PERS 256, 8, 5, 1, true, 1, 0, false, true, false, true, false
 using Cfg = Sm90WsConfig<LEAN_PERS>;
-extern "C" __global__ void __launch_bounds__(Cfg::kThreads, 1) lean_pers(const __grid_constant__ Sm90WsParams p) {
-  sm90_svdq_ws<LEAN_PERS>(p);
-}
+#define KERNEL(name, ...)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(Cfg::kThreads, 1) name(const __grid_constant__ Sm90WsParams p) { \
+    sm90_svdq_ws<__VA_ARGS__>(p);                                                                           \
+  }
+KERNEL(lean_pers, LEAN_PERS)
+KERNEL(lean_pers_split, LEAN_PERS, true)
+static_assert(Sm90WsConfig<LEAN_PERS, true>::kSmem == Cfg::kSmem, "same shared memory");
 
-static void run(long long M, long long K, long long skew, void* flush) {
+template <typename Kern>
+static void run(const char* label, Kern kern, long long M, long long K, long long skew, void* flush, int ctas = 0) {
   const long long N = 3072, R = 32;
   const long long sf_cols = (K / 16 + 3) / 4 * 4;
   void *a, *asf, *b16, *alpha, *d, *l1, *bias, *out;
@@ -85,21 +98,25 @@ static void run(long long M, long long K, long long skew, void* flush) {
   map2d(&p.tma_b, b16, 2, K, N, 64, 256, 128);
   map2d(&p.tma_l1, l1, 2, R, N, 64, 256, 128);
   map2d(&p.tma_d, d, 2, R, M, 64, 128, 128);
-  check(cudaFuncSetAttribute(lean_pers, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem), "smem attribute");
+  check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem), "smem attribute");
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   const long long tiles = (M + 127) / 128 * (N / 256);
-  const unsigned grid = (unsigned)std::min<long long>(tiles, sms);
+  const unsigned grid = (unsigned)std::min<long long>(tiles, ctas > 0 ? ctas : sms);  // (ctas: fewer SMs)
   check(cudaMemcpyToSymbol(g_skew, &skew, sizeof(skew)), "skew");
   std::vector<long long> t(kTraceCtas * kEvents * kMaxPos);
-  const float ms = cold_launches(flush, "lean_pers", [&] { lean_pers<<<grid, Cfg::kThreads, Cfg::kSmem>>>(p); }, [&] {
-    std::fill(t.begin(), t.end(), 0LL);
-    check(cudaMemcpyToSymbol(g_trace, t.data(), t.size() * sizeof(long long)), "trace reset");
-  });
+  std::vector<float> times;  // five cold launches' CUDA-event times (the median printed; the last one traced)
+  for (int r = 0; r < 5; ++r)
+    times.push_back(cold_launches(flush, label, [&] { kern<<<grid, Cfg::kThreads, Cfg::kSmem>>>(p); }, [&] {
+      std::fill(t.begin(), t.end(), 0LL);
+      check(cudaMemcpyToSymbol(g_trace, t.data(), t.size() * sizeof(long long)), "trace reset");
+    }));
+  std::sort(times.begin(), times.end());
+  const float ms = times[2];
   check(cudaMemcpyFromSymbol(t.data(), g_trace, t.size() * sizeof(long long)), "trace");
   const int num_main = (int)(K / 64), total = num_main + 1;
-  std::printf("== lean_pers %lld x %lld x %lld r32 b1, grid %u, warpgroup 1 starts %lld cycles late: %.2f us (events, "
-              "incl. launch)\n", M, N, K, grid, skew, ms * 1e3f);
+  std::printf("== %s %lld x %lld x %lld r32 b1, grid %u, warpgroup 1 starts %lld cycles late: %.2f us (events, "
+              "incl. launch; median of 5)\n", label, M, N, K, grid, skew, ms * 1e3f);
   for (int c = 0; c < kTraceCtas; ++c) {
     auto at = [&](int e, int q) { return t[(c * kEvents + e) * kMaxPos + q]; };
     const long long t0 = at(14, 0);
@@ -108,7 +125,7 @@ static void run(long long M, long long K, long long skew, void* flush) {
     long long end = 0;
     for (int lt = 0; lt < ntiles; ++lt) end = std::max({end, at(12, lt), at(13, lt)});
     std::printf("  CTA %d (%d tiles): %lld cycles start -> last store\n", cta, ntiles, end - t0);
-    GapMeans g;
+    GapMeans g, g2;
     for (int lt = 0; lt < ntiles; ++lt) {
       const int q0 = lt * total;
       std::printf("    tile %d (cycles from start): WG0 first issue %lld, main retired %lld, rank done %lld, stored %lld"
@@ -118,8 +135,14 @@ static void run(long long M, long long K, long long skew, void* flush) {
         const int q = q0 + it;
         g.add(0, at(2, q - 1), at(2, q));  // WG0 period
         g.add(1, at(3, q - 1), at(3, q));  // WG1 period
-        g.add(2, at(4, q), at(2, q));      // WG0 built -> issued (the B tile wait, fence, 4 wgmma issue)
-        g.add(3, at(5, q), at(3, q));      // WG1
+        g.add(2, at(4, q), at(6, q));      // WG0 built -> saw the B tile
+        g.add(3, at(6, q), at(2, q));      // WG0 saw B -> issued (fence, 4 wgmma)
+        g2.add(0, at(2, q - 1), at(16, q));  // WG0 issued q-1 -> began building q (wait for q-2 to retire)
+        g2.add(1, at(16, q), at(4, q));      // WG0 building q
+        g2.add(2, at(3, q - 1), at(17, q));  // WG1, same
+        g2.add(3, at(17, q), at(5, q));
+        g2.add(4, at(5, q), at(7, q));
+        g2.add(5, at(7, q), at(3, q));
         g.add(4, at(1, q), at(2, q));      // producer's B load issued -> WG0 issued
         g.add(5, at(2, q), at(3, q));      // WG0 issued -> WG1 issued (the skew)
         g.add(6, at(0, q), at(4, q));      // producer's packed load issued -> WG0 built
@@ -131,18 +154,21 @@ static void run(long long M, long long K, long long skew, void* flush) {
       }
     }
     std::printf("    steady state (K tiles 4..%d of each tile): period WG0 %.0f / WG1 %.0f cycles per K tile (tensor "
-                "work 1024); built->issued %.0f / %.0f; B load issued->WG0 issued %.0f; WG0->WG1 issue %.0f; packed "
-                "load issued->WG0 built %.0f\n", num_main - 5, g.mean(0), g.mean(1), g.mean(2), g.mean(3), g.mean(4),
-                g.mean(5), g.mean(6));
+                "work 1024); B load issued->WG0 issued %.0f; WG0->WG1 issue %.0f; packed load issued->WG0 built %.0f\n",
+                num_main - 5, g.mean(0), g.mean(1), g.mean(4), g.mean(5), g.mean(6));
+    std::printf("      per K tile, WG0 / WG1: issued q-1 -> build q begins %.0f / %.0f | building %.0f / %.0f | built -> "
+                "B tile seen %.0f / %.0f | B seen -> issued %.0f / %.0f\n", g2.mean(0), g2.mean(2), g2.mean(1),
+                g2.mean(3), g.mean(2), g2.mean(4), g.mean(3), g2.mean(5));
     std::printf("    between tiles (WG0): last main issue -> next first issue %.0f; main retired -> stored %.0f, of "
                 "which the epilogue %.0f\n", g.mean(7), g.mean(8), g.mean(9));
     if (c == 0) {
-      std::printf("    q: pk_issued b_issued wg0_built wg0_issued wg1_built wg1_issued (cycles from start)\n");
+      std::printf("    q: pk_issued b_issued wg0_build wg0_built wg0_bseen wg0_issued wg1_build wg1_built wg1_bseen "
+                "wg1_issued (cycles from start)\n");
       for (int q = 0; q < std::min(kMaxPos, ntiles * total); ++q) {
         const int it = q % total;
         if (!(q < 6 || (it >= num_main - 3) || it < 3)) continue;
         std::printf("    %4d:", q);
-        const int ev[6] = {0, 1, 4, 2, 5, 3};
+        const int ev[10] = {0, 1, 16, 4, 6, 2, 17, 5, 7, 3};
         for (int e : ev) {
           if (at(e, q) != 0) std::printf(" %8lld", at(e, q) - t0);
           else std::printf("        -");
@@ -164,9 +190,19 @@ static void run(long long M, long long K, long long skew, void* flush) {
 int main() {
   void* flush;
   check(cudaMalloc(&flush, 256u << 20), "malloc");
-  for (long long skew : {0LL, 1500LL, 3000LL}) run(4096, 3072, skew, flush);
-  run(4096, 12288, 0, flush);
-  run(16384, 3072, 0, flush);
-  run(16384, 3072, 3000, flush);
+#define RUN(k, M, K, skew) run(#k, k, M, K, skew, flush)
+  // (Starting warpgroup 1 1500 / 3000 cycles late: the warpgroups fall back into step within the first tile.)
+  RUN(lean_pers, 4096, 3072, 3000);
+  for (long long K : {3072LL, 12288LL}) {
+    RUN(lean_pers, 4096, K, 0);
+    RUN(lean_pers_split, 4096, K, 0);
+  }
+  RUN(lean_pers, 16384, 3072, 0);
+  RUN(lean_pers_split, 16384, 3072, 0);
+  // Half and a quarter of the SMs: does the period per K tile depend on what the other SMs load (L2)?
+  for (int ctas : {66, 33}) {
+    run("lean_pers", lean_pers, 4096, 3072, 0, flush, ctas);
+    run("lean_pers_split", lean_pers_split, 4096, 3072, 0, flush, ctas);
+  }
   return 0;
 }

@@ -79,7 +79,8 @@
 namespace svdq_k {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false>
+          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
+          bool SPLIT_B = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -155,6 +156,8 @@ struct Sm90WsConfig {
   static_assert(!LEAN || (DQ_WGS >= 1 && ATILES == 0 && !A16 && CLUSTER == 1),
                 "sm90 ws: LEAN is the form whose consumers (and B dequant warps) dequantize: DQ_WGS >= 1, single CTA");
   static_assert(!FUSE_B || (kRankTma && PERSIST), "sm90 ws: FUSE_B is the persistent lean FP16-B form's");
+  static_assert(!SPLIT_B || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0 && !A16 && !FUSE_B),
+                "sm90 ws: SPLIT_B (warp 2 loads the B ring) in the single-CTA FP16-B form whose consumers dequantize A");
 };
 
 // The RS form of one k16 part from a ready B descriptor (the LEAN consumers compute the tile's once and step it by
@@ -199,9 +202,10 @@ SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
 }
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false>
+          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
+          bool SPLIT_B = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -288,12 +292,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     mbar_wait(empty_p + 8 * s, ((q / STAGES) & 1) ^ 1);
     mbar_arrive_expect_tx(bar, C::kPackA + C::kPackB + (m_ok ? C::kSfA : 0) + 512 * sf_b_blocks);
     tma_load_2d(slot, &P.tma_a, it * (A16 ? 64 : 32), (int)m0, bar);  // (A16: FP16 elements, else code bytes)
+    SVDQ_TRACE(0, q);
     if constexpr (!B16) tma_load_2d(slot + C::kPackA, &P.tma_b, it * 32, (int)n0, bar);
     if (m_ok && !A16) bulk_load(slot + C::kPackA + C::kPackB, p.a_sf + ((m0 >> 7) * sf_ktiles + it) * 512, 512, bar);
     for (int h = 0; h < sf_b_blocks; ++h)
       bulk_load(slot + C::kPackA + C::kPackB + C::kSfA + 512 * h, p.b_sf + ((sf_blk0 + h) * sf_ktiles + it) * 512,
                 512, bar);
-    SVDQ_TRACE(0, q);
   };
   // B16: tile `it` of the B ring by TMA: FP16 B columns 64 it.. of a main tile, l1 columns for a rank tile.
   // CLUSTER = 2: this CTA's half of the rows, multicast to both.
@@ -548,7 +552,13 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (C::kProducerWarp && tid < 32) {  // the producer: every main tile's loads as soon as its slot is free
       if (tid == 0) {
         prefetch_descs();
-        if constexpr (B16) {
+        if constexpr (SPLIT_B) {
+          // The packed slots only (op inputs: no wait for the copy launch); warp 2 loads the B ring.
+          for (int t = tile0, qp = 0; t < tile_end; t += tile_step, qp += num_main) {
+            if (t != tile0) set_tile(t);
+            for (int it = 0; it < num_main; ++it) issue(qp + it, it);
+          }
+        } else if constexpr (B16) {
           const int early = num_main < STAGES ? num_main : STAGES;  // packed slots free at the start
           for (int it = 0; it < early; ++it) issue(it, it);
           pdl_wait_prior_grid();
@@ -629,6 +639,17 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       }
       if constexpr (FUSE_B) {
         if (tid >= 64) fused_b16_warp(tid >= 96);  // warp 2: when B tiles may be loaded, warp 3: converting B
+      }
+      if constexpr (SPLIT_B) {
+        if (tid == 64) {  // the B ring: FP16 B tiles (the copy launch's output: after its end) and l1
+          tma_prefetch_desc(&P.tma_b);
+          tma_prefetch_desc(&P.tma_l1);
+          pdl_wait_prior_grid();
+          for (int t = tile0, qb = 0; t < tile_end; t += tile_step, qb += total) {
+            if (t != tile0) set_tile(t);
+            for (int it = 0; it < total; ++it) issue_b16(qb + it, it);
+          }
+        }
       }
       if constexpr (CLUSTER > 1) cluster_arrive();
       return;
@@ -982,19 +1003,21 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           ldmatrix_x4(row + (((2 * part + lhalf) ^ (lrow & 7)) << 4), f[4 * part], f[4 * part + 1], f[4 * part + 2],
                       f[4 * part + 3]);
       } else {
+        SVDQ_TRACE(16 + (ct >> 7), gb + it);
         u32 swa, swb;
         const u32 slot = acquire_packed(it, swa, swb);
         if constexpr (LEAN) rs_fragment_tile_lean(slot, ra, rb, swa, swb, rot, f);
         else rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_p + 8 * ((gp + it) % STAGES));  // the slot has been read
-        SVDQ_TRACE(4 + (ct >> 7), gp + it);
+        SVDQ_TRACE(4 + (ct >> 7), gb + it);
       }
     };
     auto issue = [&](int it, const u32* f) {
       const int q = gb + it;  // B ring position
       const u32 tile = btiles + (q % BSTAGES) * C::kBTile;
       mbar_wait(full_b + 8 * (q % BSTAGES), (q / BSTAGES) & 1);
+      SVDQ_TRACE(6 + (ct >> 7), q);
       wgmma_fence();
       const u64 bdesc = wgmma_desc_sw128(tile);
 #pragma unroll

@@ -76,7 +76,7 @@ Build sm90(const std::string& id, int stages) {
 // Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
               int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false,
-              bool lean = false, bool fuse_b = false) {
+              bool lean = false, bool fuse_b = false, bool split_b = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -95,6 +95,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.a_ss = a_ss;
   b.lean = lean;
   b.fuse_b = fuse_b;
+  b.split_b = split_b;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
@@ -255,6 +256,10 @@ std::vector<Build> make_builds() {
       // The same with the FP16 copy of B written inside the GEMM (no copy launch before it): same bytes, 1.05-1.17x
       // slower than copy + GEMM at large M on the H200 (bench/results/2026-12-02_h200_fuse_b.md), unrouted.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_fuse", 256, 8, 5, 1, true, 1, 0, false, true, false, true, true),
+      // The persistent lean FP16-B form with its B ring loaded by warp 2 (the producer thread then issues only the
+      // packed slots): the loads of one thread complete one after another (bench/results/2026-12-01_h200_tma_ingest.md);
+      // H200: bench/results/2026-12-02_h200_ws_trace.md.
+      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_split", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false, true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
       // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
@@ -318,6 +323,7 @@ std::string Build::description() const {
       else os << "a producer warp + " << 4 * dq_wgs - 1 << " dequant warps + 2 RS-wgmma consumer warpgroups, ";
       if (lean) os << "lean dequantization (E4M3 scales by F2FP, one rotation per fragment pair), ";
       if (fuse_b) os << "warp 3 converting B per 64 x 64 unit, warp 2 loading a B tile once its units are published, ";
+      if (split_b) os << "warp 2 loading the B tiles, ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::Sm90Swap:
@@ -468,15 +474,15 @@ std::string render(const Build& b) {
          << "  svdq_k::sm90_svdq_wgmma<" << b.stages << ">(p);\n}\n";
       break;
     case Program::Sm90Ws: {
-      // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B) up to the last one that
+      // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B) up to the last one that
       // differs from its default, so builds from before an argument existed render as before (same content hash).
       auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
       const std::pair<std::string, std::string> args[] = {
           {flag(b.fp16_b), "false"}, {std::to_string(b.cluster), "1"}, {std::to_string(b.a_tiles), "0"},
           {flag(b.fp16_a), "false"}, {flag(b.persistent), "false"},  {flag(b.a_ss), "false"},
-          {flag(b.lean), "false"},   {flag(b.fuse_b), "false"}};
+          {flag(b.lean), "false"},   {flag(b.fuse_b), "false"},  {flag(b.split_b), "false"}};
       int named = 0;
-      for (int i = 0; i < 8; ++i)
+      for (int i = 0; i < 9; ++i)
         if (args[i].first != args[i].second) named = i + 1;
       std::string ws_tail;
       for (int i = 0; i < named; ++i) ws_tail += ", " + args[i].first;

@@ -67,6 +67,7 @@ struct Build {
   // Sm90Ws (fp16_b, lean, persistent): the FP16 copy of B written inside the GEMM (warp 3 of every CTA converts its
   // share, warp 2 waits for a B tile's units before loading it) instead of by a launch before it.
   bool fuse_b = false;
+  bool split_b = false;  // sm90_svdq_ws SPLIT_B: warp 2 loads the B ring (the producer only the packed slots)
   int threads = 256;
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   std::string kernel_name;  // extern "C" entry point in the unit

@@ -342,6 +342,16 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(fuse.threads, 384);
   for (const auto& b : reg::all_builds())  // only that form has it
     EXPECT_TRUE(!b.fuse_b || (b.fp16_b && b.lean && b.persistent && b.bn == 256)) << b.id;
+  // The form whose B ring warp 2 loads: the persistent lean build plus SPLIT_B (the 13th argument; FUSE_B false),
+  // same threads and shared memory (no barrier of its own).
+  const reg::Build& split = reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers_split");
+  EXPECT_EQ(targs(split), "256, 8, 5, 1, true, 1, 0, false, true, false, true, false, true");
+  EXPECT_TRUE(split.split_b && !split.fuse_b && reg::needs_fp16_b(split));
+  EXPECT_EQ(split.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers").smem_bytes);
+  EXPECT_EQ(split.threads, 384);
+  for (const auto& b : reg::all_builds())
+    EXPECT_TRUE(!b.split_b || (b.fp16_b && b.dq_wgs == 1 && b.cluster == 1 && b.a_tiles == 0 && !b.fp16_a && !b.fuse_b))
+        << b.id;
   // The lean forms differ from their plain builds in that argument alone.
   for (const char* id : {"sm90_ws16_bn256_s8_b5", "sm90_ws_bn256_s8_b3_d2"}) {
     const reg::Build& plain = reg::build_by_id(id);
