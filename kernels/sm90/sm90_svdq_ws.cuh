@@ -62,6 +62,10 @@
 //       launch + GEMM at M >= 4096 (the extra time about constant in M: one warp per SM converts ~2-3x slower than
 //       the copy launch and the first wave of tiles, which reads all of B, waits for it), 7x slower at M = 128
 //       (12 CTAs convert everything); bench/results/2026-12-02_h200_fuse_b.md. Not routed.
+//   SPLIT_B (the single-CTA FP16-B form whose consumers dequantize A): warp 2's lane 0 loads the B ring (FP16 B tiles
+//       and l1) and waits for the copy launch; the producer issues only the packed slots (op inputs, no wait), since
+//       one thread's TMA copies complete one after another (bench/results/2026-12-01_h200_tma_ingest.md). Measured
+//       on the H200 in the persistent lean form: within 0.5% of it (bench/results/2026-12-02_h200_ws_trace.md).
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
 //       shared-memory round trip), one k16 part at a time, each part issued as wgmma.m64nBNk16 (FP32 accumulators)
 //       as soon as it is built. Rank steps load d fragments from global memory into the same registers and run BF16
