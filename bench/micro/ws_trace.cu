@@ -13,8 +13,12 @@
 // cycles first in every CTA (0: as the program runs): what a skew between the warpgroups would do to the epilogue.
 //
 // Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/ws_trace.cu -o t
+// Modes (./t MODE; none: the timeline rows): --skip-only the loads skipped (below), --bias with / without the bias,
+// --time the routed build alone at three shapes, three rounds (with -DWS_TRACE_OFF and -DFAKE_BUILD=1 / 2: what
+// the fragment build's instructions cost). Results: bench/results/2026-12-02_h200_ws_what_costs.md.
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -44,7 +48,59 @@ __device__ __forceinline__ void trace_point(int point, int it) {
 #else
 #define SVDQ_TRACE(point, it) trace_point(point, it)
 #endif
+// Loads skipped (g_skip, timing only: the consumers read whatever the ring holds): bit 0 the packed slots (A codes,
+// scales: 4 608 bytes), bit 1 the B ring (FP16 B tiles and l1: 32 KiB); the d tile (16 KiB) is always loaded. A
+// skipped load's barrier gets a plain arrival (its only one) instead of arrive_expect_tx + the copies, so the
+// pipeline runs as before without those shared-memory writes: what they cost the tensor pipe.
+#include "common/sm90_async.cuh"
+#include "common/sm90_ws_parts.cuh"
+#include "common/smxx_epilogue.cuh"
+__device__ int g_skip;
+namespace svdq_k {
+__device__ __forceinline__ int& skipping() {  // the issuing warp's last decision
+  __shared__ int s[16];
+  return s[threadIdx.x >> 5];
+}
+__device__ __forceinline__ void expect_or_skip(u32 bar, u32 bytes) {
+  const int kind = bytes == 32768 ? 2 : bytes == 16384 ? 0 : 1;
+  skipping() = (g_skip & kind) != 0;
+  if (skipping()) mbar_arrive(bar);
+  else mbar_arrive_expect_tx(bar, bytes);
+}
+__device__ __forceinline__ void tma_or_skip(u32 dst, const TmaDesc* map, int c0, int c1, u32 bar) {
+  if (!skipping()) tma_load_2d(dst, map, c0, c1, bar);
+}
+__device__ __forceinline__ void bulk_or_skip(u32 dst, const void* src, u32 bytes, u32 bar) {
+  if (!skipping()) bulk_load(dst, src, bytes, bar);
+}
+}  // namespace svdq_k
+// -DFAKE_BUILD=1 / 2 (timing only, wrong results): the consumers' fragment build without its conversion (the code
+// words' shared-memory loads, one logic op per fragment register) / without anything (the scale words only): what
+// the dequantization instructions cost the main loop.
+#ifdef FAKE_BUILD
+namespace svdq_k {
+SVDQ_DEV void fake_build(u32 tile, int ra, int rb, u32 swa, u32 swb, u32 rot, u32* af) {
+#if FAKE_BUILD == 1
+  u32 qa[8], qb[8];
+  load_packed_row(tile, ra, qa);
+  load_packed_row(tile, rb, qb);
+#pragma unroll
+  for (int i = 0; i < 16; ++i) af[i] = ((i & 1) ? qb[i >> 1] : qa[i >> 1]) ^ swa;
+#else
+#pragma unroll
+  for (int i = 0; i < 16; ++i) af[i] = swa ^ (swb << i) ^ rot;
+#endif
+}
+}  // namespace svdq_k
+#define rs_fragment_tile_lean fake_build
+#endif
+#define mbar_arrive_expect_tx expect_or_skip
+#define tma_load_2d tma_or_skip
+#define bulk_load bulk_or_skip
 #include "sm90/sm90_svdq_ws.cuh"
+#undef mbar_arrive_expect_tx
+#undef tma_load_2d
+#undef bulk_load
 #include "micro_util.hpp"
 
 using namespace svdq_k;
@@ -62,7 +118,8 @@ KERNEL(lean_pers_split, LEAN_PERS, true)
 static_assert(Sm90WsConfig<LEAN_PERS, true>::kSmem == Cfg::kSmem, "same shared memory");
 
 template <typename Kern>
-static void run(const char* label, Kern kern, long long M, long long K, long long skew, void* flush, int ctas = 0) {
+static void run(const char* label, Kern kern, long long M, long long K, long long skew, void* flush, int ctas = 0,
+                int skip = 0, bool bias_on = true) {
   const long long N = 3072, R = 32;
   const long long sf_cols = (K / 16 + 3) / 4 * 4;
   void *a, *asf, *b16, *alpha, *d, *l1, *bias, *out;
@@ -88,7 +145,7 @@ static void run(const char* label, Kern kern, long long M, long long K, long lon
   p.mm.alpha = static_cast<const float*>(alpha);
   p.mm.d = static_cast<const u16*>(d);
   p.mm.l1 = static_cast<const u16*>(l1);
-  p.mm.bias = static_cast<const u16*>(bias);
+  p.mm.bias = bias_on ? static_cast<const u16*>(bias) : nullptr;
   p.mm.out = static_cast<u16*>(out);
   p.mm.m = M;
   p.mm.n = N;
@@ -104,6 +161,7 @@ static void run(const char* label, Kern kern, long long M, long long K, long lon
   const long long tiles = (M + 127) / 128 * (N / 256);
   const unsigned grid = (unsigned)std::min<long long>(tiles, ctas > 0 ? ctas : sms);  // (ctas: fewer SMs)
   check(cudaMemcpyToSymbol(g_skew, &skew, sizeof(skew)), "skew");
+  check(cudaMemcpyToSymbol(g_skip, &skip, sizeof(skip)), "skip");
   std::vector<long long> t(kTraceCtas * kEvents * kMaxPos);
   std::vector<float> times;  // five cold launches' CUDA-event times (the median printed; the last one traced)
   for (int r = 0; r < 5; ++r)
@@ -115,8 +173,9 @@ static void run(const char* label, Kern kern, long long M, long long K, long lon
   const float ms = times[2];
   check(cudaMemcpyFromSymbol(t.data(), g_trace, t.size() * sizeof(long long)), "trace");
   const int num_main = (int)(K / 64), total = num_main + 1;
-  std::printf("== %s %lld x %lld x %lld r32 b1, grid %u, warpgroup 1 starts %lld cycles late: %.2f us (events, "
-              "incl. launch; median of 5)\n", label, M, N, K, grid, skew, ms * 1e3f);
+  std::printf("== %s %lld x %lld x %lld r32 b%d, grid %u, warpgroup 1 starts %lld cycles late, loads "
+              "skipped %d: %.2f us (events, incl. launch; median of 5)\n", label, M, N, K, bias_on ? 1 : 0, grid, skew, skip,
+              ms * 1e3f);
   for (int c = 0; c < kTraceCtas; ++c) {
     auto at = [&](int e, int q) { return t[(c * kEvents + e) * kMaxPos + q]; };
     const long long t0 = at(14, 0);
@@ -187,10 +246,22 @@ static void run(const char* label, Kern kern, long long M, long long K, long lon
   cudaFree(out);
 }
 
-int main() {
+int main(int argc, char** argv) {
   void* flush;
   check(cudaMalloc(&flush, 256u << 20), "malloc");
-#define RUN(k, M, K, skew) run(#k, k, M, K, skew, flush)
+  const bool skip_only = argc > 1 && std::string(argv[1]) == "--skip-only";  // the last section alone
+  if (argc > 1 && std::string(argv[1]) == "--time") {  // the routed build alone, three times per shape (A/B runs)
+    for (int r = 0; r < 3; ++r)
+      for (long long MK : {4096LL * 100000 + 3072, 4096LL * 100000 + 12288, 16384LL * 100000 + 3072})
+        run("lean_pers", lean_pers, MK / 100000, MK % 100000, 0, flush);
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--bias") {  // the epilogue with and without the bias loads
+    for (int b : {1, 0}) run("lean_pers", lean_pers, 4096, 3072, 0, flush, 0, 0, b != 0);
+    return 0;
+  }
+#define RUN(k, M, K, skew) \
+  if (!skip_only) run(#k, k, M, K, skew, flush)
   // (Starting warpgroup 1 1500 / 3000 cycles late: the warpgroups fall back into step within the first tile.)
   RUN(lean_pers, 4096, 3072, 3000);
   for (long long K : {3072LL, 12288LL}) {
@@ -201,8 +272,12 @@ int main() {
   RUN(lean_pers_split, 16384, 3072, 0);
   // Half and a quarter of the SMs: does the period per K tile depend on what the other SMs load (L2)?
   for (int ctas : {66, 33}) {
+    if (skip_only) break;
     run("lean_pers", lean_pers, 4096, 3072, 0, flush, ctas);
     run("lean_pers_split", lean_pers_split, 4096, 3072, 0, flush, ctas);
   }
+  // Without the shared-memory writes of the packed slots (1), of the B ring (2), of both (3).
+  for (long long K : {3072LL, 12288LL})
+    for (int skip : {0, 1, 2, 3}) run("lean_pers", lean_pers, 4096, K, 0, flush, 0, skip);
   return 0;
 }
