@@ -57,10 +57,11 @@ extern "C" __global__ void busy(unsigned ns) {
   while (global_ns() - t0 < ns) {
   }
 }
-// The op's FP16 copy of A, as the registry's smxx_dequant_fp16 build, with the copy's first start and last end.
+// The op's FP16 copy of A, as the registry's smxx_dequant_fp16 build (2 words per thread), with the copy's first
+// start and last end.
 extern "C" __global__ void __launch_bounds__(256) copy_a(const DequantParams p) {
   if (blockIdx.x == 0 && threadIdx.x == 0) g_copy_start = global_ns();
-  smxx_dequant_fp16(p);
+  smxx_dequant_fp16_words<2>(p);
   __syncthreads();
   if (threadIdx.x == 0) atomicMax(&g_copy_end, global_ns());
 }
@@ -140,7 +141,7 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
       check(cudaMemcpyToSymbol(g_copy_end, &zero, sizeof(zero)), "copy end reset");
       check(cudaFuncSetAttribute(copy_a, cudaFuncAttributePreferredSharedMemoryCarveout, copy_carveout), "carveout");
       busy<<<1, 32>>>(100000u);
-      copy_a<<<(unsigned)((M * K / 8 + 255) / 256), 256>>>(q);
+      copy_a<<<(unsigned)((M * K / 8 + 511) / 512), 256>>>(q);
       cudaLaunchConfig_t cfg{};
       cfg.gridDim = grid;
       cfg.blockDim = dim3((unsigned)threads);

@@ -57,7 +57,8 @@ void with_fp16_copies(const jit::DeviceTarget& dev, Stream stream, const std::ve
   const registry::Build& dq = router::select_dequant_fp16(dev);
   std::vector<int64_t> blocks;
   for (const Fp16Operand& o : ops) {
-    blocks.push_back(checked::ceil_div(checked::mul(o.rows, k / 8, "FP16 copy words"), dq.threads, "dequant grid"));
+    blocks.push_back(checked::ceil_div(checked::mul(o.rows, k / 8, "FP16 copy words"),
+                                       int64_t(dq.threads) * dq.words_per_thread, "dequant grid"));
     if (blocks.back() > 0x7FFFFFFF)
       throw Error(ErrorCode::InvalidArgument, std::string("mm_nvfp4_svdquant: argument '") + o.arg + "' is too large for one launch");
   }

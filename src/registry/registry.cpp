@@ -42,6 +42,13 @@ Build simple(const std::string& id, Program p, int threads) {
   return b;
 }
 
+// The FP16 copy launch: `words` packed words per thread (kernels/quantize/smxx_dequant_fp16.cuh, W).
+Build dequant_fp16(const std::string& id, int threads, int words) {
+  Build b = simple(id, Program::DequantFp16, threads);
+  b.words_per_thread = words;
+  return b;
+}
+
 // Mirrors Sm80GemmConfig in kernels/portable/sm80_svdq_gemm.cuh (checked by a CPU test that compiles the unit).
 int64_t gemm_smem(int bm, int bn, int stages, int tile_bufs) {
   const int64_t raw = int64_t(bm) * 32 + int64_t(bn) * 32 + 2 * 256 * 4;
@@ -212,7 +219,7 @@ std::vector<Build> make_builds() {
       sm90_swap("sm90_swap_bm136_s10_b4", 136, 10, 4),
       sm90_ws("sm90_ws_bn256_s8_b3_d2", 256, 8, 3, 2),
       sm90_ws("sm90_ws_bn128_s8_b3_d2", 128, 8, 3, 2),
-      simple("smxx_dequant_fp16", Program::DequantFp16, 256),
+      dequant_fp16("smxx_dequant_fp16", 256, 2),
       sm90_swap_a16("sm90_a16_bm24_s12_rs", 24, 12, true),
       sm90_swap_a16("sm90_a16_bm72_s8_rs", 72, 8, true),
       sm90_swap_a16("sm90_a16_bm136_s6_rs", 136, 6, true),
@@ -501,7 +508,7 @@ std::string render(const Build& b) {
     case Program::DequantFp16:
       os << "#include \"quantize/smxx_dequant_fp16.cuh\"\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
-         << "(const svdq_k::DequantParams p) {\n  svdq_k::smxx_dequant_fp16(p);\n}\n";
+         << "(const svdq_k::DequantParams p) {\n  svdq_k::smxx_dequant_fp16_words<" << b.words_per_thread << ">(p);\n}\n";
       break;
     case Program::Sm90SwapA16: {
       const char* b_regs = b.tile_bufs == 0 ? "true" : "false";

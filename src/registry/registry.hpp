@@ -69,6 +69,7 @@ struct Build {
   bool fuse_b = false;
   bool split_b = false;  // sm90_svdq_ws SPLIT_B: warp 2 loads the B ring (the producer only the packed slots)
   int threads = 256;
+  int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   std::string kernel_name;  // extern "C" entry point in the unit
   std::string description() const;

@@ -285,6 +285,10 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
   EXPECT_GE(both, 1);
   EXPECT_EQ(reg::build_by_id("smxx_dequant_fp16").program, reg::Program::DequantFp16);
   EXPECT_FALSE(reg::is_gemm(reg::build_by_id("smxx_dequant_fp16")));
+  // The copy's block covers threads x words_per_thread words (the launch's grid), the unit converts as many.
+  const reg::Build& dq = reg::build_by_id("smxx_dequant_fp16");
+  EXPECT_EQ(dq.words_per_thread, 2);
+  EXPECT_NE(reg::render(dq).find("smxx_dequant_fp16_words<2>(p)"), std::string::npos);
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
