@@ -227,11 +227,7 @@ static void run(const char* label, Kern kern, long long M, long long K, long lon
         const int it = q % total;
         if (!(q < 6 || (it >= num_main - 3) || it < 3)) continue;
         std::printf("    %4d:", q);
-        const int ev[10] = {0, 1, 16, 4, 6, 2, 17, 5, 7, 3};
-        for (int e : ev) {
-          if (at(e, q) != 0) std::printf(" %8lld", at(e, q) - t0);
-          else std::printf("        -");
-        }
+        for (int e : {0, 1, 16, 4, 6, 2, 17, 5, 7, 3}) print_events(at, q, e, e, t0);
         std::printf("\n");
       }
     }
