@@ -14,8 +14,8 @@
 //
 // Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/ws_trace.cu -o t
 // Modes (./t MODE; none: the timeline rows): --skip-only the loads skipped (below), --bias with / without the bias,
-// --time the routed build alone at three shapes, three rounds (with -DWS_TRACE_OFF and -DFAKE_BUILD=1 / 2: what
-// the fragment build's instructions cost). Results: bench/results/2026-12-02_h200_ws_what_costs.md.
+// --time the routed build and its PAIRS form at three shapes, three rounds (with -DWS_TRACE_NONE or -DWS_TRACE_OFF,
+// and -DFAKE_BUILD=1 / 2: what the fragment build's instructions cost). Results: bench/results/2026-12-02_h200_ws_what_costs.md.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -42,7 +42,9 @@ __device__ __forceinline__ void trace_point(int point, int it) {
   const int filter = point <= 1 || point == 14 ? 31 : 127;
   if (sel >= 0 && (threadIdx.x & filter) == 0 && it >= 0 && it < kMaxPos) g_trace[sel][point][it] = clock64();
 }
-#ifdef WS_TRACE_OFF  // (-DWS_TRACE_OFF: the skew hook only, for the programs' untraced times)
+#if defined(WS_TRACE_NONE)  // (-DWS_TRACE_NONE: no hooks at all, the registry builds' code)
+#define SVDQ_TRACE(point, it)
+#elif defined(WS_TRACE_OFF)  // (-DWS_TRACE_OFF: the skew hook only, for the programs' untraced times)
 #define SVDQ_TRACE(point, it) \
   if (point == 15) trace_point(point, it)
 #else
@@ -115,6 +117,7 @@ using Cfg = Sm90WsConfig<LEAN_PERS>;
   }
 KERNEL(lean_pers, LEAN_PERS)
 KERNEL(lean_pers_split, LEAN_PERS, true)
+KERNEL(lean_pers_pairs, LEAN_PERS, false, true)  // the PAIRS fragment order (timing only here: B's copy is zeros)
 static_assert(Sm90WsConfig<LEAN_PERS, true>::kSmem == Cfg::kSmem, "same shared memory");
 
 template <typename Kern>
@@ -249,7 +252,10 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--time") {  // the routed build alone, three times per shape (A/B runs)
     const long long shapes[3][2] = {{4096, 3072}, {4096, 12288}, {16384, 3072}};  // M, K
     for (int r = 0; r < 3; ++r)
-      for (const auto& s : shapes) run("lean_pers", lean_pers, s[0], s[1], 0, flush);
+      for (const auto& s : shapes) {
+        run("lean_pers", lean_pers, s[0], s[1], 0, flush);
+        run("lean_pers_pairs", lean_pers_pairs, s[0], s[1], 0, flush);
+      }
     return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "--bias") {  // the epilogue with and without the bias loads

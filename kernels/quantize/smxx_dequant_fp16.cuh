@@ -7,13 +7,17 @@
 // writes 512 contiguous bytes (with 64 contiguous bytes per thread, each warp store touched 32 half sectors and the
 // launch ran at a third of copy bandwidth); the W loads are issued before any conversion, so a thread keeps W loads in
 // flight. A block covers W blockDim.x words.
+// PAIRS: the K positions of each group of 16 (words w0, w1; pairs p0..p3 of each as above) in the order the PAIRS
+// fragments of sm90_svdq_ws read them, (w0 p0, w0 p1, w1 p0, w1 p1, w0 p2, w0 p3, w1 p2, w1 p3): lanes 2j and 2j + 1
+// hold the group's two words (a row is a whole number of groups, a block an even number of words) and trade half
+// of their pairs by two shuffles, so every lane still stores 16 contiguous bytes.
 #pragma once
 #include "common/smxx_dequant.cuh"
 #include "common/smxx_params.cuh"
 
 namespace svdq_k {
 
-template <int W>
+template <int W, bool PAIRS = false>
 SVDQ_DEV void smxx_dequant_fp16_words(const DequantParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The GEMM after this launch (programmatic dependent launch) may start now: it waits (griddepcontrol.wait) for
@@ -24,7 +28,7 @@ SVDQ_DEV void smxx_dequant_fp16_words(const DequantParams& p) {
   const i64 idx0 = (i64)blockIdx.x * blockDim.x * W + threadIdx.x;
   const i64 sf_cols = (p.k / 16 + 3) / 4 * 4;
   const bool narrow = total <= 0xFFFFFFFFll && p.m * sf_cols <= 0xFFFFFFFFll;
-  u32 q[W], sc[W];
+  u32 q[W] = {}, sc[W] = {};
 #pragma unroll
   for (int j = 0; j < W; ++j) {
     const i64 idx = idx0 + (i64)j * blockDim.x;
@@ -45,9 +49,22 @@ SVDQ_DEV void smxx_dequant_fp16_words(const DequantParams& p) {
 #pragma unroll
   for (int j = 0; j < W; ++j) {
     const i64 idx = idx0 + (i64)j * blockDim.x;
-    if (idx >= total) continue;
+    if (!PAIRS && idx >= total) continue;  // (PAIRS: both lanes of a group are in or out; the shuffles need all)
     u32 o[4];
     dequant8_f16(q[j], half2_lo_lo(scale2_half2_x128(sc[j])), o);
+    if constexpr (PAIRS) {
+      const bool odd = threadIdx.x & 1;  // word w1 of its group (idx0 and blockDim.x are even)
+      const u32 t0 = __shfl_xor_sync(0xFFFFFFFFu, odd ? o[0] : o[2], 1);
+      const u32 t1 = __shfl_xor_sync(0xFFFFFFFFu, odd ? o[1] : o[3], 1);
+      if (idx >= total) continue;
+      if (odd) {  // bytes 16..31 of the group: w0 p2, w0 p3, then this word's p2, p3
+        o[0] = t0;
+        o[1] = t1;
+      } else {  // bytes 0..15: this word's p0, p1, then w1 p0, w1 p1
+        o[2] = t0;
+        o[3] = t1;
+      }
+    }
     uint4 v;
     v.x = o[0];
     v.y = o[1];

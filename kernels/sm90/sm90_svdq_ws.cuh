@@ -84,7 +84,7 @@ namespace svdq_k {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false>
+          bool SPLIT_B = false, bool PAIRS = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -162,6 +162,8 @@ struct Sm90WsConfig {
   static_assert(!FUSE_B || (kRankTma && PERSIST), "sm90 ws: FUSE_B is the persistent lean FP16-B form's");
   static_assert(!SPLIT_B || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0 && !A16 && !FUSE_B),
                 "sm90 ws: SPLIT_B (warp 2 loads the B ring) in the single-CTA FP16-B form whose consumers dequantize A");
+  static_assert(!PAIRS || (B16 && LEAN && !FUSE_B),
+                "sm90 ws: PAIRS (fragments in the pairs order, B's copy written in it) in the lean FP16-B form");
 };
 
 // The RS form of one k16 part from a ready B descriptor (the LEAN consumers compute the tile's once and step it by
@@ -207,9 +209,10 @@ SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false>
+          bool SPLIT_B = false, bool PAIRS = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B,
+                         PAIRS>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -754,7 +757,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   const int ct = tid - C::kC0, warp_in_wg = (ct >> 5) & 3, g = lane >> 2, c = lane & 3;
   SVDQ_TRACE(15, ct >> 7);
   const int ra = (ct >> 7) * 64 + warp_in_wg * 16 + g, rb = ra + 8;  // this thread's two rows in the tile
-  const u32 rot = 23u + 4u * (u32)c;  // LEAN: the rotation picking quad lane c's pair of every code word
+  // LEAN: the rotation picking quad lane c's pair of every code word; PAIRS: its half (c & 1) of its word (c >> 1).
+  const u32 rot = PAIRS ? 23u + 4u * (u32)(c & 1) : 23u + 4u * (u32)c;
+  const PairsOffsets pairs_off = pairs_word_offsets(ra, rb, c >> 1);  // (PAIRS)
   // This thread's share of B: row crow, words cw0 .. cw0 + kCWords - 1.
   constexpr int kThreadsPerCRow = C::kCWords > 0 ? 8 / C::kCWords : 1;
   const int crow = 128 + ct / kThreadsPerCRow, cw0 = (ct % kThreadsPerCRow) * C::kCWords;
@@ -1010,7 +1015,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         SVDQ_TRACE(16 + (ct >> 7), gb + it);
         u32 swa, swb;
         const u32 slot = acquire_packed(it, swa, swb);
-        if constexpr (LEAN) rs_fragment_tile_lean(slot, ra, rb, swa, swb, rot, f);
+        if constexpr (PAIRS) rs_fragment_tile_pairs(slot, pairs_off, swa, swb, rot, f);
+        else if constexpr (LEAN) rs_fragment_tile_lean(slot, ra, rb, swa, swb, rot, f);
         else rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_p + 8 * ((gp + it) % STAGES));  // the slot has been read

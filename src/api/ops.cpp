@@ -54,7 +54,7 @@ struct Fp16Operand {
 template <typename Params>
 void with_fp16_copies(const jit::DeviceTarget& dev, Stream stream, const std::vector<Fp16Operand>& ops, int64_t k,
                       const registry::Build& build, unsigned gx, unsigned gy, Params&& params) {
-  const registry::Build& dq = router::select_dequant_fp16(dev);
+  const registry::Build& dq = router::select_dequant_fp16(dev, build);
   std::vector<int64_t> blocks;
   for (const Fp16Operand& o : ops) {
     blocks.push_back(checked::ceil_div(checked::mul(o.rows, k / 8, "FP16 copy words"),

@@ -43,9 +43,11 @@ Build simple(const std::string& id, Program p, int threads) {
 }
 
 // The FP16 copy launch: `words` packed words per thread (kernels/quantize/smxx_dequant_fp16.cuh, W).
-Build dequant_fp16(const std::string& id, int threads, int words) {
+// pairs: in the PAIRS K order (smxx_dequant_fp16_words' PAIRS) for the GEMM builds with Build::pairs.
+Build dequant_fp16(const std::string& id, int threads, int words, bool pairs = false) {
   Build b = simple(id, Program::DequantFp16, threads);
   b.words_per_thread = words;
+  b.pairs = pairs;
   return b;
 }
 
@@ -83,7 +85,7 @@ Build sm90(const std::string& id, int stages) {
 // Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
               int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false,
-              bool lean = false, bool fuse_b = false, bool split_b = false) {
+              bool lean = false, bool fuse_b = false, bool split_b = false, bool pairs = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -103,6 +105,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.lean = lean;
   b.fuse_b = fuse_b;
   b.split_b = split_b;
+  b.pairs = pairs;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
@@ -220,6 +223,7 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws_bn256_s8_b3_d2", 256, 8, 3, 2),
       sm90_ws("sm90_ws_bn128_s8_b3_d2", 128, 8, 3, 2),
       dequant_fp16("smxx_dequant_fp16", 256, 2),
+      dequant_fp16("smxx_dequant_fp16_pairs", 256, 2, true),
       sm90_swap_a16("sm90_a16_bm24_s12_rs", 24, 12, true),
       sm90_swap_a16("sm90_a16_bm72_s8_rs", 72, 8, true),
       sm90_swap_a16("sm90_a16_bm136_s6_rs", 136, 6, true),
@@ -267,6 +271,17 @@ std::vector<Build> make_builds() {
       // packed slots): the loads of one thread complete one after another (bench/results/2026-12-01_h200_tma_ingest.md);
       // H200: bench/results/2026-12-02_h200_ws_trace.md.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_split", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false, true),
+      // The lean FP16-B forms with their consumers' fragments in the PAIRS order (half of one code word per quad
+      // lane and K group: 3 instructions per fragment register instead of 4 before its multiply, 8 code-word loads
+      // per K tile instead of 16), B's copy by smxx_dequant_fp16_pairs. Same bits (the wgmma's 16 products per k16
+      // step are summed the same whatever their positions: bench/micro/k16_order.cu). 3.6-4.6% faster GEMM
+      // launches than lean_pers (bench/results/2026-12-02_h200_pairs.md).
+      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_pairs", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false, false,
+              true),
+      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_split_pairs", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false,
+              true, true),
+      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pairs", 256, 8, 5, 1, true, 1, 0, false, false, false, true, false, false,
+              true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
       // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
@@ -331,6 +346,7 @@ std::string Build::description() const {
       if (lean) os << "lean dequantization (E4M3 scales by F2FP, one rotation per fragment pair), ";
       if (fuse_b) os << "warp 3 converting B per 64 x 64 unit, warp 2 loading a B tile once its units are published, ";
       if (split_b) os << "warp 2 loading the B tiles, ";
+      if (pairs) os << "fragments in the pairs order (half a code word per quad lane and K group), ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::Sm90Swap:
@@ -340,8 +356,9 @@ std::string Build::description() const {
          << "warpgroup, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::DequantFp16:
-      os << "deq(x) x 2^-7 as FP16 (the FP16 operand of the swap-AB-on-FP16-A and FP16-B programs, one thread per 8 codes), sm_"
-         << min_cc << "+";
+      os << "deq(x) x 2^-7 as FP16 (the FP16 operand of the swap-AB-on-FP16-A and FP16-B programs, " << words_per_thread
+         << " words of 8 codes per thread" << (pairs ? ", K positions in the pairs order of the FP16-B pairs builds" : "")
+         << "), sm_" << min_cc << "+";
       break;
     case Program::Sm90SwapA16:
       os << "sm_90a swap-AB wgmma GEMM for small M on FP16 A (dequantized by a launch before it), tile " << bm
@@ -431,6 +448,10 @@ ClusterShape cluster_shape(const Build& b) {
 bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16 || (b.program == Program::Sm90Ws && b.fp16_a); }
 bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp16_b; }
 
+const Build& dequant_fp16_for(const Build& gemm) {
+  return build_by_id(gemm.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16");
+}
+
 int64_t fp16_copy_bytes(int64_t rows, int64_t k) {
   return checked::mul(checked::mul(rows, k, "FP16 copy elements"), 2, "FP16 copy bytes");
 }
@@ -481,15 +502,16 @@ std::string render(const Build& b) {
          << "  svdq_k::sm90_svdq_wgmma<" << b.stages << ">(p);\n}\n";
       break;
     case Program::Sm90Ws: {
-      // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B) up to the last one that
+      // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B, PAIRS) up to the last one that
       // differs from its default, so builds from before an argument existed render as before (same content hash).
       auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
       const std::pair<std::string, std::string> args[] = {
           {flag(b.fp16_b), "false"}, {std::to_string(b.cluster), "1"}, {std::to_string(b.a_tiles), "0"},
           {flag(b.fp16_a), "false"}, {flag(b.persistent), "false"},  {flag(b.a_ss), "false"},
-          {flag(b.lean), "false"},   {flag(b.fuse_b), "false"},  {flag(b.split_b), "false"}};
+          {flag(b.lean), "false"},   {flag(b.fuse_b), "false"},  {flag(b.split_b), "false"},
+          {flag(b.pairs), "false"}};
       int named = 0;
-      for (int i = 0; i < 9; ++i)
+      for (int i = 0; i < 10; ++i)
         if (args[i].first != args[i].second) named = i + 1;
       std::string ws_tail;
       for (int i = 0; i < named; ++i) ws_tail += ", " + args[i].first;
@@ -508,7 +530,8 @@ std::string render(const Build& b) {
     case Program::DequantFp16:
       os << "#include \"quantize/smxx_dequant_fp16.cuh\"\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
-         << "(const svdq_k::DequantParams p) {\n  svdq_k::smxx_dequant_fp16_words<" << b.words_per_thread << ">(p);\n}\n";
+         << "(const svdq_k::DequantParams p) {\n  svdq_k::smxx_dequant_fp16_words<" << b.words_per_thread
+         << (b.pairs ? ", true" : "") << ">(p);\n}\n";
       break;
     case Program::Sm90SwapA16: {
       const char* b_regs = b.tile_bufs == 0 ? "true" : "false";

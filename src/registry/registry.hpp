@@ -68,6 +68,10 @@ struct Build {
   // share, warp 2 waits for a B tile's units before loading it) instead of by a launch before it.
   bool fuse_b = false;
   bool split_b = false;  // sm90_svdq_ws SPLIT_B: warp 2 loads the B ring (the producer only the packed slots)
+  // Sm90Ws (fp16_b, lean): the consumers' A fragments in the PAIRS order (each quad lane converts half of one code
+  // word per K group); its B copy is written in that K order (the DequantFp16 build with this flag).
+  // DequantFp16: writes the copy in the PAIRS order.
+  bool pairs = false;
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block
@@ -100,6 +104,8 @@ ClusterShape cluster_shape(const Build& b);
 // Sm90SwapA16: activation rows one CTA loads per A (or d) tile, its TMA box height: the tile's bm, or with clusters
 // of 2 a multiple-of-8 half (each half starts 1024-byte aligned); mirrors Sm90SwapA16Config::kAHalf.
 int a16_rows_per_cta(const Build& b);
+// The smxx_dequant_fp16 build writing the FP16 copies a GEMM build reads (the PAIRS order for its pairs builds).
+const Build& dequant_fp16_for(const Build& gemm);
 // Bytes of such an FP16 copy of `rows` x K.
 int64_t fp16_copy_bytes(int64_t rows, int64_t k);
 

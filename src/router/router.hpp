@@ -15,7 +15,7 @@ namespace svdq::router {
 const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& shape);
 const registry::Build& select_quantize(const jit::DeviceTarget& dev);
 const registry::Build& select_lora_down(const jit::DeviceTarget& dev);
-const registry::Build& select_dequant_fp16(const jit::DeviceTarget& dev);
+const registry::Build& select_dequant_fp16(const jit::DeviceTarget& dev, const registry::Build& gemm);
 
 // Tile rasterization of build `b` on a shape: row tiles per raster group (0 = row-major tile order), used by the
 // warp-specialized sm_90a program without clusters (every other build gets 0). SVDQ_RASTER=<n> (0..4096)

@@ -472,6 +472,26 @@ TEST(DequantBits, OneRotationPairIsTheTwoRotationWord) {
   }
 }
 
+TEST(DequantBits, PairsHalfWordIsTwoRotationWords) {
+  // The PAIRS consumers build quad lane c's two fragment registers of a K group from one word: the high bytes of
+  // e2m1x4_f16_hibytes(q, 23 + 4a) (a = c & 1) split by two byte permutes. They must be e2m1x8_f16x2_word(q, a) (the
+  // pair (a, a + 4)) and e2m1x8_f16x2_word(q, a + 2) (the pair (a + 2, a + 6)), bit for bit, and so the values the
+  // FP16 copy holds at those K positions.
+  const uint64_t seed = test_seed(127);
+  SCOPED_TRACE(seed_trace(seed));
+  Rng rng(seed);
+  for (int trial = 0; trial < (1 << 20); ++trial) {
+    const uint32_t q = trial < 16 ? 0x11111111u * static_cast<uint32_t>(trial)
+                                  : static_cast<uint32_t>(rng.range(0, 0xFFFF)) |
+                                        (static_cast<uint32_t>(rng.range(0, 0xFFFF)) << 16);
+    for (uint32_t a = 0; a < 2; ++a) {
+      const uint32_t v = svdq_k::e2m1x4_f16_hibytes(q, 23u + 4u * a);
+      ASSERT_EQ(svdq_k::hibytes_pair_lo(v), svdq_k::e2m1x8_f16x2_word(q, a)) << "half " << a << " of 0x" << std::hex << q;
+      ASSERT_EQ(svdq_k::hibytes_pair_hi(v), svdq_k::e2m1x8_f16x2_word(q, a + 2)) << "half " << a << " of 0x" << std::hex << q;
+    }
+  }
+}
+
 TEST(DequantBits, EveryFiniteScaleTimes128IsTheBitTricksFp16Value) {
   // Two ways the programs turn an E4M3 scale code into the FP16 multiplier s x 2^7: the bit trick of
   // scale_half2_x128 (code bits placed into FP16's fields, giving s x 2^-8, then x 2^15) and, in the lean ws builds,

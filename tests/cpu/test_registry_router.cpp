@@ -289,6 +289,20 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
   const reg::Build& dq = reg::build_by_id("smxx_dequant_fp16");
   EXPECT_EQ(dq.words_per_thread, 2);
   EXPECT_NE(reg::render(dq).find("smxx_dequant_fp16_words<2>(p)"), std::string::npos);
+  // The pairs builds read their copy in the PAIRS K order: the copy build with that flag; every other FP16 build
+  // the plain one.
+  const reg::Build& dqp = reg::build_by_id("smxx_dequant_fp16_pairs");
+  EXPECT_TRUE(dqp.pairs && !dq.pairs);
+  EXPECT_EQ(dqp.words_per_thread, 2);
+  EXPECT_EQ(dqp.threads, dq.threads);
+  EXPECT_NE(reg::render(dqp).find("smxx_dequant_fp16_words<2, true>(p)"), std::string::npos);
+  int pairs_builds = 0;
+  for (const auto& b : reg::all_builds()) {
+    if (!reg::needs_fp16_a(b) && !reg::needs_fp16_b(b)) continue;
+    EXPECT_EQ(reg::dequant_fp16_for(b).id, b.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16") << b.id;
+    pairs_builds += b.pairs ? 1 : 0;
+  }
+  EXPECT_EQ(pairs_builds, 3);
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
@@ -356,6 +370,23 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   for (const auto& b : reg::all_builds())
     EXPECT_TRUE(!b.split_b || (b.fp16_b && b.dq_wgs == 1 && b.cluster == 1 && b.a_tiles == 0 && !b.fp16_a && !b.fuse_b))
         << b.id;
+  // The pairs forms: their twins plus PAIRS (the 14th argument), same threads and shared memory; only lean FP16-B
+  // builds without FUSE_B have it (the kernel's static_assert).
+  const std::pair<const char*, const char*> pairs_forms[] = {
+      {"sm90_ws16_bn256_s8_b5_lean_pers", ", false, false, true"},  // (FUSE_B, SPLIT_B false)
+      {"sm90_ws16_bn256_s8_b5_lean_pers_split", ", true"},
+      {"sm90_ws16_bn256_s8_b5_lean", ", false, false, true"}};
+  for (const auto& [id, tail] : pairs_forms) {
+    const reg::Build& twin = reg::build_by_id(id);
+    const reg::Build& pairs = reg::build_by_id(std::string(id) + "_pairs");
+    EXPECT_TRUE(pairs.pairs && !twin.pairs) << id;
+    EXPECT_EQ(targs(pairs), targs(twin) + tail) << id;
+    EXPECT_EQ(pairs.smem_bytes, twin.smem_bytes) << id;
+    EXPECT_EQ(pairs.threads, twin.threads) << id;
+    EXPECT_TRUE(reg::needs_fp16_b(pairs)) << id;
+  }
+  for (const auto& b : reg::all_builds())
+    EXPECT_TRUE(!b.pairs || b.program == reg::Program::DequantFp16 || (b.fp16_b && b.lean && !b.fuse_b)) << b.id;
   // The lean forms differ from their plain builds in that argument alone.
   for (const char* id : {"sm90_ws16_bn256_s8_b5", "sm90_ws_bn256_s8_b3_d2"}) {
     const reg::Build& plain = reg::build_by_id(id);

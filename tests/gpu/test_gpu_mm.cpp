@@ -336,7 +336,7 @@ TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
   p.run();
   const std::vector<uint16_t> ref = p.download_output();
   for (const char* id : {"sm90_ws16a_bn256_s4_b4", "sm90_ws16a_bn256_s4_b4_pers", "sm90_ws16_bn256_s8_b5",
-                         "sm90_ws16_bn256_s8_b5_lean_pers_fuse"}) {
+                         "sm90_ws16_bn256_s8_b5_lean_pers_fuse", "sm90_ws16_bn256_s8_b5_lean_pers_pairs"}) {
     force.set(id);
     for (const char* g : {"0", "3", "16", "4096"}) {
       raster.set(g);
