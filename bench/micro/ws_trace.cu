@@ -14,12 +14,20 @@
 //
 // Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/ws_trace.cu -o t
 // Modes (./t MODE; none: the timeline rows): --skip-only the loads skipped (below), --bias with / without the bias,
+// --power (with -DWS_TRACE_NONE) the routed build and its PAIRS form on zero and on random operands, and cuBLAS BF16
+// on random operands, each launched back to back for a second while a host thread samples the SM clock and the
+// board power through NVML (libnvidia-ml and libcublas are opened with dlopen: no link flags),
 // --time the routed build and its PAIRS form at three shapes, three rounds (with -DWS_TRACE_NONE or -DWS_TRACE_OFF,
 // and -DFAKE_BUILD=1 / 2: what the fragment build's instructions cost). Results: bench/results/2026-12-02_h200_ws_what_costs.md.
+#include <dlfcn.h>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
+#include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -120,9 +128,121 @@ KERNEL(lean_pers_split, LEAN_PERS, true)
 KERNEL(lean_pers_pairs, LEAN_PERS, false, true)  // the PAIRS fragment order (timing only here: B's copy is zeros)
 static_assert(Sm90WsConfig<LEAN_PERS, true>::kSmem == Cfg::kSmem, "same shared memory");
 
+// Random operands (--power): A codes any bytes, scale codes 0x30-0x3F (E4M3 0.5-0.94), B's FP16 copy random signs,
+// magnitudes 2^-4 .. 2^2 with random mantissas, d and l1 BF16 around 2^-7; the zero operands (default) leave the
+// tensor cores multiplying zeros, which draws less power.
+__global__ void fill_random(u32* p, long long words, u32 seed, int kind) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words; i += (long long)gridDim.x * blockDim.x) {
+    u32 x = (u32)i * 0x9E3779B9u ^ seed;
+    x ^= x >> 16;
+    x *= 0x85EBCA6Bu;
+    x ^= x >> 13;
+    x *= 0xC2B2AE35u;
+    x ^= x >> 16;
+    if (kind == 1) x = (x & 0x0F0F0F0Fu) | 0x30303030u;                              // E4M3 scale codes
+    if (kind == 2) x = (x & 0x83FF83FFu) | ((11u + (x >> 10) % 6u) << 10) | ((11u + (x >> 26) % 6u) << 26);  // FP16
+    if (kind == 3) x = (x & 0x807F807Fu) | 0x3C003C00u;                              // BF16 ~2^-7
+    p[i] = x;
+  }
+}
+static bool g_random = false;
+
+// NVML through dlopen: the SM clock (MHz) and board power (mW) sampled every 5 ms while `launch` runs back to back
+// for `ms` milliseconds (after 3 warm-up launches; warm L2: this is about clocks, not the cold-L2 method).
+struct Nvml {
+  int (*init)() = nullptr;
+  int (*handle)(unsigned, void**) = nullptr;
+  int (*clock)(void*, int, unsigned*) = nullptr;
+  int (*power)(void*, unsigned*) = nullptr;
+  void* dev = nullptr;
+  Nvml() {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!lib) return;
+    init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
+    handle = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    clock = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+    power = reinterpret_cast<int (*)(void*, unsigned*)>(dlsym(lib, "nvmlDeviceGetPowerUsage"));
+    if (!init || !handle || !clock || !power || init() != 0 || handle(0, &dev) != 0) dev = nullptr;
+  }
+};
+template <typename Launch>
+static void sustained(const char* label, long long M, long long N, long long K, bool random, int ms, Launch&& launch) {
+  static Nvml nvml;
+  for (int i = 0; i < 3; ++i) launch();
+  check(cudaDeviceSynchronize(), label);
+  std::atomic<bool> on{true};
+  double clk = 0, pw = 0;
+  int samples = 0;
+  std::thread sampler([&] {
+    while (on) {
+      unsigned c = 0, w = 0;
+      if (nvml.dev && nvml.clock(nvml.dev, 1 /* NVML_CLOCK_SM */, &c) == 0 && nvml.power(nvml.dev, &w) == 0) {
+        clk += c;
+        pw += w;
+        ++samples;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  int n = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  cudaEventRecord(e0);
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(ms)) {
+    for (int i = 0; i < 8; ++i, ++n) launch();
+    check(cudaStreamSynchronize(0), label);
+  }
+  cudaEventRecord(e1);
+  check(cudaEventSynchronize(e1), label);
+  on = false;
+  sampler.join();
+  float el = 0;
+  cudaEventElapsedTime(&el, e0, e1);
+  std::printf("%-18s %lld x %lld x %lld, %s operands: %8.2f us per launch (%d back to back), SM clock %6.0f MHz, "
+              "power %5.0f W (%d NVML samples)\n", label, M, N, K, random ? "random" : "zero  ", el * 1e3 / n, n,
+              samples ? clk / samples : 0.0, samples ? pw / samples / 1e3 : 0.0, samples);
+}
+
+// cuBLAS BF16 (through dlopen) on random operands: out[M, N] = A[M, K] B[N, K]^T, FP32 compute, as the bench's baseline.
+static void cublas_power(long long M, long long N, long long K, int ms) {
+  void* lib = dlopen("libcublas.so", RTLD_NOW);
+  if (!lib) lib = dlopen("/usr/local/cuda/lib64/libcublas.so", RTLD_NOW);
+  if (!lib) {
+    std::printf("cuBLAS: cannot open libcublas.so (%s)\n", dlerror());
+    return;
+  }
+  auto create = reinterpret_cast<decltype(&cublasCreate_v2)>(dlsym(lib, "cublasCreate_v2"));
+  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                    const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                                    cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+  auto gemm = reinterpret_cast<GemmEx>(dlsym(lib, "cublasGemmEx"));
+  cublasHandle_t h;
+  if (!create || !gemm || create(&h) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("cuBLAS: no handle\n");
+    return;
+  }
+  void *a, *b, *c;
+  check(cudaMalloc(&a, M * K * 2), "malloc");
+  check(cudaMalloc(&b, N * K * 2), "malloc");
+  check(cudaMalloc(&c, M * N * 2), "malloc");
+  fill_random<<<1024, 256>>>(static_cast<u32*>(a), M * K / 2, 6u, 3);
+  fill_random<<<1024, 256>>>(static_cast<u32*>(b), N * K / 2, 7u, 3);
+  check(cudaDeviceSynchronize(), "fill");
+  const float one = 1.0f, zero = 0.0f;
+  sustained("cublas_bf16", M, N, K, true, ms, [&] {
+    gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, b, CUDA_R_16BF, (int)K, a, CUDA_R_16BF, (int)K,
+         &zero, c, CUDA_R_16BF, (int)N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  });
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+}
+
 template <typename Kern>
 static void run(const char* label, Kern kern, long long M, long long K, long long skew, void* flush, int ctas = 0,
-                int skip = 0, bool bias_on = true) {
+                int skip = 0, bool bias_on = true, int power_ms = 0) {
   const long long N = 3072, R = 32;
   const long long sf_cols = (K / 16 + 3) / 4 * 4;
   void *a, *asf, *b16, *alpha, *d, *l1, *bias, *out;
@@ -140,6 +260,14 @@ static void run(const char* label, Kern kern, long long M, long long K, long lon
   cudaMemset(d, 0, M * R * 2);
   cudaMemset(l1, 0, N * R * 2);
   cudaMemset(bias, 0, N * 2);
+  if (g_random) {
+    fill_random<<<1024, 256>>>(static_cast<u32*>(a), M * K / 8, 1u, 0);
+    fill_random<<<1024, 256>>>(static_cast<u32*>(asf), (M + 127) / 128 * 128 * sf_cols / 4, 2u, 1);
+    fill_random<<<1024, 256>>>(static_cast<u32*>(b16), N * K / 2, 3u, 2);
+    fill_random<<<1024, 256>>>(static_cast<u32*>(d), M * R / 2, 4u, 3);
+    fill_random<<<1024, 256>>>(static_cast<u32*>(l1), N * R / 2, 5u, 3);
+    check(cudaDeviceSynchronize(), "fill");
+  }
   const float one = 1.0f;
   cudaMemcpy(alpha, &one, 4, cudaMemcpyHostToDevice);
   Sm90WsParams p{};
@@ -165,6 +293,11 @@ static void run(const char* label, Kern kern, long long M, long long K, long lon
   const unsigned grid = (unsigned)std::min<long long>(tiles, ctas > 0 ? ctas : sms);  // (ctas: fewer SMs)
   check(cudaMemcpyToSymbol(g_skew, &skew, sizeof(skew)), "skew");
   check(cudaMemcpyToSymbol(g_skip, &skip, sizeof(skip)), "skip");
+  if (power_ms > 0) {
+    sustained(label, M, N, K, g_random, power_ms, [&] { kern<<<grid, Cfg::kThreads, Cfg::kSmem>>>(p); });
+    for (void* x : {a, asf, b16, alpha, d, l1, bias, out}) cudaFree(x);
+    return;
+  }
   std::vector<long long> t(kTraceCtas * kEvents * kMaxPos);
   std::vector<float> times;  // five cold launches' CUDA-event times (the median printed; the last one traced)
   for (int r = 0; r < 5; ++r)
@@ -256,6 +389,17 @@ int main(int argc, char** argv) {
         run("lean_pers", lean_pers, s[0], s[1], 0, flush);
         run("lean_pers_pairs", lean_pers_pairs, s[0], s[1], 0, flush);
       }
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--power") {
+    for (const long long K : {12288LL, 3072LL}) {
+      for (int rnd = 0; rnd < 2; ++rnd) {
+        g_random = rnd != 0;
+        run("lean_pers", lean_pers, 4096, K, 0, flush, 0, 0, true, 1500);
+        run("lean_pers_pairs", lean_pers_pairs, 4096, K, 0, flush, 0, 0, true, 1500);
+      }
+      cublas_power(4096, 3072, K, 1500);
+    }
     return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "--bias") {  // the epilogue with and without the bias loads
