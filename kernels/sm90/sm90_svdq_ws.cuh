@@ -72,9 +72,17 @@
 //       wgmma into the same accumulators; then the fused epilogue.
 //
 // K order and per-k16 product sets are those of the other programs (main K tiles of 64 in order, k16 steps in order,
-// inside each group of 8 the order (0,4,1,5,2,6,3,7); then the rank in k16 steps), so the results are bitwise theirs.
+// inside each group of 8 the order (0,4,1,5,2,6,3,7), PAIRS: another order of the same 16 per step; then the rank in
+// k16 steps), so the results are bitwise theirs: a wgmma k16 step's result does not depend on which of its 16
+// positions holds which product (bench/micro/k16_order.cu, H200: 8 permutations, 4.2 M outputs each, no bit differs).
 // A K tail (K % 64 == 32) and rank columns beyond r are run as k16 steps of exact zeros (zero-filled codes, scales
-// masked to 0), which leaves every FP32 accumulator unchanged.
+// masked to 0), which leaves every FP32 accumulator unchanged (the lean FP16-B form skips the rank ones).
+//   PAIRS (the lean FP16-B forms): quad lane c converts, of each K group's two code words per row, only word c >> 1
+//       and of it the elements c & 1, +2, +4, +6 (one rotation, a shift and two masks give their four FP16 high
+//       bytes, two byte permutes the two fragment registers): 3 instructions per fragment register before its
+//       multiply instead of 4, 8 code-word loads per K tile instead of 16. The B copy is written in the matching K
+//       order (smxx_dequant_fp16_words<W, true>). H200: the GEMM launch 3.6-4.6% faster on zero operands (where the
+//       clock stays high), 0.2-1.4% in the op on random operands (bench/results/2026-12-02_h200_pairs.md).
 #pragma once
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"
@@ -165,6 +173,16 @@ struct Sm90WsConfig {
   static_assert(!PAIRS || (B16 && LEAN && !FUSE_B),
                 "sm90 ws: PAIRS (fragments in the pairs order, B's copy written in it) in the lean FP16-B form");
 };
+
+// STEPS k16 steps of BF16 SS wgmma (the rank tile's d and l1 parts 0..STEPS-1) as one group, waited for.
+template <int N, int STEPS>
+SVDQ_DEV void rank_steps_ss(float* acc, u64 ad, u64 bd) {
+  wgmma_fence();
+#pragma unroll
+  for (int part = 0; part < STEPS; ++part) wgmma_ss_bf16<N>(acc, ad + 2 * part, bd + 2 * part);
+  wgmma_commit();
+  wgmma_wait_acc<N, 0>(acc);
+}
 
 // The RS form of one k16 part from a ready B descriptor (the LEAN consumers compute the tile's once and step it by
 // 2 per part, as the SS paths do: no per-part descriptor arithmetic).
@@ -888,13 +906,17 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     mbar_wait(full_b + 8 * (q % BSTAGES), (q / BSTAGES) & 1);
     const u64 ad = wgmma_desc_sw128(dtile + (u32)(ct >> 7) * 64 * 128);
     const u64 bd = wgmma_desc_sw128(btiles + (q % BSTAGES) * C::kBTile);
-    wgmma_fence();
+    // Only the k16 steps holding rank columns (r is a multiple of 16): past r the d and l1 tiles are the TMA's zero
+    // fill, and such a step (all products zero) leaves every accumulator as it is, so it is skipped (2 of the 4 in
+    // the last rank tile at r = 32 or 96: 2 x 128 tensor-core cycles per warpgroup and output tile).
+    // Each count is its own straight-line fence..wait block (a wgmma under a condition makes ptxas fence every one).
     if constexpr (C::kRankTma) {  // (m64n256k16 only: not instantiated for the other tile widths)
-#pragma unroll
-      for (int part = 0; part < 4; ++part) wgmma_ss_bf16<BN>(acc, ad + 2 * part, bd + 2 * part);
+      const int parts = (int)((p.rank - 64 * (it - num_main)) / 16);
+      if (parts >= 4) rank_steps_ss<BN, 4>(acc, ad, bd);
+      else if (parts == 3) rank_steps_ss<BN, 3>(acc, ad, bd);
+      else if (parts == 2) rank_steps_ss<BN, 2>(acc, ad, bd);
+      else rank_steps_ss<BN, 1>(acc, ad, bd);
     }
-    wgmma_commit();
-    wgmma_wait_acc<BN, 0>(acc);
     __syncwarp();
     if (lane == 0) mbar_arrive(empty_d);
     release_b(it);

@@ -261,8 +261,8 @@ std::vector<Build> make_builds() {
       // H200: bench/results/2026-12-01_h200_lean.md.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean", 256, 8, 5, 1, true, 1, 0, false, false, false, true),
       sm90_ws("sm90_ws_bn256_s8_b3_d2_lean", 256, 8, 3, 2, false, 1, 0, false, false, false, true),
-      // The FP16-B lean form with the persistent tile loop (its rings run on across tiles): routed for most large
-      // suite shapes and the heuristic's pick from two waves of tiles on.
+      // The FP16-B lean form with the persistent tile loop (its rings run on across tiles); its pairs form (below)
+      // is routed for most large suite shapes and is the heuristic's pick from two waves of tiles on.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers", 256, 8, 5, 1, true, 1, 0, false, true, false, true),
       // The same with the FP16 copy of B written inside the GEMM (no copy launch before it): same bytes, 1.05-1.17x
       // slower than copy + GEMM at large M on the H200 (bench/results/2026-12-02_h200_fuse_b.md), unrouted.

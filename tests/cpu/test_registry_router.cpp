@@ -68,7 +68,7 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // H200: 132 SMs, 228 KiB per SM, 227 KiB per block.
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s8_b5_lean_pers");  // 384 tiles of 128x256: 3 waves, the persistent lean form
+            "sm90_ws16_bn256_s8_b5_lean_pers_pairs");  // 384 tiles of 128x256: 3 waves, the persistent lean form
   // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), at every rank the build
   // with dequant teams taking K tiles in turn and two K tiles per consumer step.
   for (int r : {32, 64, 96, 128})
@@ -97,13 +97,13 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
             "sm90_ws16_bn128_s8_b6");
   // 10 x 12 = 120 tiles of 128x256 (one wave) against 240 of 128x128 (two): measured 64.6 vs 86.2 us.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1280, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s8_b5_lean");
+            "sm90_ws16_bn256_s8_b5_lean_pairs");
   // 11 x 12 = 132 tiles: exactly one full wave of 128x256 tiles.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1408, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s8_b5_lean");
+            "sm90_ws16_bn256_s8_b5_lean_pairs");
   // 24 x 12 = 288 tiles: three waves (of 128x128 tiles: five), the persistent form.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {3072, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s8_b5_lean_pers");
+            "sm90_ws16_bn256_s8_b5_lean_pers_pairs");
   // 5 x 12 = 60 tiles of 128x256 (one wave) against 120 of 128x128 (one wave): 128x128.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {640, 3072, 3072, 32, true}).id,
             "sm90_ws16_bn128_s8_b6");
