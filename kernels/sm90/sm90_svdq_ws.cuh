@@ -92,7 +92,7 @@ namespace svdq_k {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false, bool PAIRS = false>
+          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -116,10 +116,13 @@ struct Sm90WsConfig {
   // of its own and the rank steps are SS wgmma, instead of the consumers loading d fragments from global memory.
   static constexpr bool kRankTma = B16 && LEAN;
   static constexpr int kOffDTile = kOffATiles + ATILES * kATile;
-  static constexpr int kOffBars = kOffDTile + (kRankTma ? 128 * 128 : 0);
+  // DBUFS d buffers (a ring): with 2, rank tile 1's d tile (rank > 64) is loaded during the main loop instead of
+  // after rank tile 0's wgmmas have read the only buffer.
+  static constexpr int kDBufs = kRankTma ? DBUFS : 0, kDRing = kRankTma ? DBUFS : 1;  // (kDRing: for the indexing)
+  static constexpr int kOffBars = kOffDTile + kDBufs * 128 * 128;
   // + slack for 1024-byte alignment
   static constexpr int kSmem =
-      kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + (kRankTma ? 2 : 0) + (FUSE_B ? BSTAGES : 0)) * 8 + 1024;
+      kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + 2 * kDBufs + (FUSE_B ? BSTAGES : 0)) * 8 + 1024;
   // DQ_WGS = 0: B rows 0..127 belong to the dequant warpgroup (one per thread), the rest (rows 128..BN-1) to the
   // 256 consumer threads, kCWords words (8 codes each) per thread.
   static constexpr int kCWords = kProducerWarp ? 0 : (BN - 128) * 8 / 256;
@@ -170,6 +173,7 @@ struct Sm90WsConfig {
   static_assert(!FUSE_B || (kRankTma && PERSIST), "sm90 ws: FUSE_B is the persistent lean FP16-B form's");
   static_assert(!SPLIT_B || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0 && !A16 && !FUSE_B),
                 "sm90 ws: SPLIT_B (warp 2 loads the B ring) in the single-CTA FP16-B form whose consumers dequantize A");
+  static_assert(DBUFS == 1 || (DBUFS == 2 && kRankTma), "sm90 ws: a second d buffer for the lean FP16-B rank steps");
   static_assert(!PAIRS || (B16 && LEAN && !FUSE_B),
                 "sm90 ws: PAIRS (fragments in the pairs order, B's copy written in it) in the lean FP16-B form");
 };
@@ -227,10 +231,10 @@ SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false, bool PAIRS = false>
+          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B,
-                         PAIRS>;
+                         PAIRS, DBUFS>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -240,8 +244,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // mbarriers: full_p/empty_p guard the packed slots, full_b/empty_b the FP16/BF16 B tiles.
   const u32 full_p = bars, empty_p = bars + 8 * STAGES, full_b = bars + 16 * STAGES, empty_b = full_b + 8 * BSTAGES;
   const u32 full_a = empty_b + 8 * BSTAGES, empty_a = full_a + 8 * ATILES;  // ATILES: the FP16 A tiles
-  const u32 full_d = empty_a + 8 * ATILES, empty_d = full_d + 8, dtile = base + C::kOffDTile;  // kRankTma
-  const u32 b_ok = empty_d + 8;  // FUSE_B: B tile q of the ring may be loaded (warp 2 -> the producer)
+  // kRankTma: full_d / empty_d of each of the kDBufs d buffers
+  const u32 full_d = empty_a + 8 * ATILES, empty_d = full_d + 8 * C::kDBufs, dtile = base + C::kOffDTile;
+  const u32 b_ok = empty_d + 8 * C::kDBufs;  // FUSE_B: B tile q of the ring may be loaded (warp 2 -> the producer)
 
   const int tid = threadIdx.x, lane = tid & 31;
   // Raster groups (CLUSTER = 1): CTAs in launch order walk the tiles in groups of P.raster row tiles, down a
@@ -290,9 +295,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       mbar_init(full_a + 8 * s, C::kAdqWarps);  // every A dequant warp
       mbar_init(empty_a + 8 * s, 8);            // every consumer warp
     }
-    if constexpr (C::kRankTma) {
-      mbar_init(full_d, 1);
-      mbar_init(empty_d, 8);  // every consumer warp
+    for (int s = 0; s < C::kDBufs; ++s) {
+      mbar_init(full_d + 8 * s, 1);
+      mbar_init(empty_d + 8 * s, 8);  // every consumer warp
     }
     if constexpr (FUSE_B) {
       for (int s = 0; s < BSTAGES; ++s) mbar_init(b_ok + 8 * s, 1);  // warp 2's lane 0
@@ -344,11 +349,13 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     }
     SVDQ_TRACE(1, q);
   };
-  // kRankTma: the d tile of rank tile r (columns 64 r.., this tile's 128 rows) into the d buffer, its q-th use.
+  // kRankTma: the d tile of rank tile r (columns 64 r.., this tile's 128 rows) into d buffer q % kDBufs (the q-th
+  // d tile of the CTA).
   auto issue_d = [&](int q, int r) {
-    mbar_wait(empty_d, (q & 1) ^ 1);
-    mbar_arrive_expect_tx(full_d, 128 * 128);
-    tma_load_2d(dtile, &P.tma_d, 64 * r, (int)m0, full_d);
+    const int s = q % C::kDRing;
+    mbar_wait(empty_d + 8 * s, ((q / C::kDRing) & 1) ^ 1);
+    mbar_arrive_expect_tx(full_d + 8 * s, 128 * 128);
+    tma_load_2d(dtile + s * 128 * 128, &P.tma_d, 64 * r, (int)m0, full_d + 8 * s);
   };
   // FUSE_B: the FP16 copy of B written by this grid (no copy launch before it), in units of 64 rows x 64 K (unit j:
   // K tile j / units_n, rows 64 (j % units_n)..). Warp 3 of every CTA converts the units j = blockIdx.x + i gridDim.x
@@ -901,14 +908,15 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // kRankTma: rank tile `it` as SS BF16 wgmma on the d buffer (this warpgroup's 64 rows) and the l1 tile; waits for
   // its wgmmas, then releases both.
   auto rank_tile_ss = [&](int it) {
-    const int q = gb + it, qd = gd + it - num_main;
-    mbar_wait(full_d, qd & 1);
+    const int q = gb + it, qd = gd + it - num_main, ds = qd % C::kDRing;
+    mbar_wait(full_d + 8 * ds, (qd / C::kDRing) & 1);
     mbar_wait(full_b + 8 * (q % BSTAGES), (q / BSTAGES) & 1);
-    const u64 ad = wgmma_desc_sw128(dtile + (u32)(ct >> 7) * 64 * 128);
+    const u64 ad = wgmma_desc_sw128(dtile + (u32)ds * 128 * 128 + (u32)(ct >> 7) * 64 * 128);
     const u64 bd = wgmma_desc_sw128(btiles + (q % BSTAGES) * C::kBTile);
     // Only the k16 steps holding rank columns (r is a multiple of 16): past r the d and l1 tiles are the TMA's zero
     // fill, and such a step (all products zero) leaves every accumulator as it is, so it is skipped (2 of the 4 in
-    // the last rank tile at r = 32 or 96: 2 x 128 tensor-core cycles per warpgroup and output tile).
+    // the last rank tile at r = 32 or 96: 2 x 128 tensor-core cycles per warpgroup and output tile; no difference in
+    // the GEMM's time was measured, bench/results/2026-12-02_h200_pairs.md).
     // Each count is its own straight-line fence..wait block (a wgmma under a condition makes ptxas fence every one).
     if constexpr (C::kRankTma) {  // (m64n256k16 only: not instantiated for the other tile widths)
       const int parts = (int)((p.rank - 64 * (it - num_main)) / 16);
@@ -918,7 +926,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       else rank_steps_ss<BN, 1>(acc, ad, bd);
     }
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty_d);
+    if (lane == 0) mbar_arrive(empty_d + 8 * ds);
     release_b(it);
   };
   auto store_tile = [&] {  // the epilogue (every wgmma has retired)

@@ -302,7 +302,7 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
     EXPECT_EQ(reg::dequant_fp16_for(b).id, b.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16") << b.id;
     pairs_builds += b.pairs ? 1 : 0;
   }
-  EXPECT_EQ(pairs_builds, 3);
+  EXPECT_EQ(pairs_builds, 4);
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
@@ -387,6 +387,14 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   }
   for (const auto& b : reg::all_builds())
     EXPECT_TRUE(!b.pairs || b.program == reg::Program::DequantFp16 || (b.fp16_b && b.lean && !b.fuse_b)) << b.id;
+  // Two d buffers (the 15th argument): 16 KiB and two barriers more than one, two packed slots (4.5 KiB and two
+  // barriers each) fewer.
+  const reg::Build& d2 = reg::build_by_id("sm90_ws16_bn256_s6_b5_lean_pers_pairs_d2");
+  EXPECT_EQ(targs(d2), "256, 6, 5, 1, true, 1, 0, false, true, false, true, false, false, true, 2");
+  EXPECT_EQ(d2.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers_pairs").smem_bytes -
+                               2 * (128 * 32 + 512 + 2 * 8) + 128 * 128 + 2 * 8);
+  EXPECT_LE(d2.smem_bytes, reg::max_smem_optin_for_cc(90));
+  for (const auto& b : reg::all_builds()) EXPECT_TRUE(b.d_bufs == 1 || (b.fp16_b && b.lean)) << b.id;
   // The lean forms differ from their plain builds in that argument alone.
   for (const char* id : {"sm90_ws16_bn256_s8_b5", "sm90_ws_bn256_s8_b3_d2"}) {
     const reg::Build& plain = reg::build_by_id(id);
