@@ -68,8 +68,8 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // form; bench/results/2026-12-01_h200_lean.md), so it is the choice from two waves on; below (one wave: measured
   // 44.1-144.2 us against 47.8-154.2 for the plain build), its non-persistent twin. Both in their PAIRS forms (same
   // bits, fewer dequantization instructions): in one tune of the four persistent lean forms on the 18 large suite
-  // shapes a pairs form was the fastest of them on 17 (0.1-1.4% below the plain order) and within 0.3% on the
-  // 18th; the one-wave form 3.1-3.5% faster (1280 x 3072 x 3072: 44.82 vs 46.27 us;
+  // shapes a pairs form was the fastest of them on 16 (0.1-1.4% below the plain order), the plain order's split
+  // form on the other two; the one-wave form 3.1-3.5% faster (1280 x 3072 x 3072: 44.82 vs 46.27 us;
   // bench/results/2026-12-02_h200_pairs.md).
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
   const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers_pairs");
