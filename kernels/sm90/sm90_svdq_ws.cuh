@@ -82,7 +82,7 @@
 //       bytes, two byte permutes the two fragment registers): 3 instructions per fragment register before its
 //       multiply instead of 4, 8 code-word loads per K tile instead of 16. The B copy is written in the matching K
 //       order (smxx_dequant_fp16_words<W, true>). H200: the GEMM launch 3.6-4.6% faster on zero operands (where the
-//       clock stays high), 0.2-1.4% in the op on random operands (bench/results/2026-12-02_h200_pairs.md).
+//       clock stays high), 0.1-2.1% in the op on random operands (bench/results/2026-12-02_h200_pairs.md).
 #pragma once
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"

@@ -276,8 +276,9 @@ std::vector<Build> make_builds() {
       // The lean FP16-B forms with their consumers' fragments in the PAIRS order (half of one code word per quad
       // lane and K group: 3 instructions per fragment register instead of 4 before its multiply, 8 code-word loads
       // per K tile instead of 16), B's copy by smxx_dequant_fp16_pairs. Same bits (the wgmma's 16 products per k16
-      // step are summed the same whatever their positions: bench/micro/k16_order.cu). 3.6-4.6% faster GEMM
-      // launches than lean_pers (bench/results/2026-12-02_h200_pairs.md).
+      // step are summed the same whatever their positions: bench/micro/k16_order.cu). GEMM launches 3.6-4.6% faster
+      // than lean_pers on zero operands, the op 0.1-2.1% on random ones, where the clock is power-bound
+      // (bench/results/2026-12-02_h200_pairs.md).
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_pairs", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false, false,
               true),
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_split_pairs", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false,
