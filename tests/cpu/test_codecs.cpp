@@ -404,15 +404,19 @@ TEST(DequantBits, EveryCodeAtEveryPositionIsE2M1TimesTwoToMinus14) {
       }
 }
 
+// Code word `trial` of the DequantBits tests: the 16 words with one code in every position first, then random ones.
+static uint32_t trial_code_word(Rng& rng, int trial) {
+  if (trial < 16) return 0x11111111u * static_cast<uint32_t>(trial);
+  return static_cast<uint32_t>(rng.range(0, 0xFFFF)) | (static_cast<uint32_t>(rng.range(0, 0xFFFF)) << 16);
+}
+
 TEST(DequantBits, OneWordOfFourIsTheFullPlacementsWord) {
   // The decode program's lanes build only word j = lane % 4 of e2m1x8_f16x2_bits; it must be that word, bit for bit.
   const uint64_t seed = test_seed(109);
   SCOPED_TRACE(seed_trace(seed));
   Rng rng(seed);
   for (int trial = 0; trial < (1 << 20); ++trial) {
-    const uint32_t q = trial < 16 ? 0x11111111u * static_cast<uint32_t>(trial)  // every code in every position
-                                  : static_cast<uint32_t>(rng.range(0, 0xFFFF)) |
-                                        (static_cast<uint32_t>(rng.range(0, 0xFFFF)) << 16);
+    const uint32_t q = trial_code_word(rng, trial);
     uint32_t out[4];
     svdq_k::e2m1x8_f16x2_bits(q, out);
     for (uint32_t j = 0; j < 4; ++j)
@@ -459,9 +463,7 @@ TEST(DequantBits, OneRotationPairIsTheTwoRotationWord) {
   SCOPED_TRACE(seed_trace(seed));
   Rng rng(seed);
   for (int trial = 0; trial < (1 << 20); ++trial) {
-    const uint32_t q = trial < 16 ? 0x11111111u * static_cast<uint32_t>(trial)
-                                  : static_cast<uint32_t>(rng.range(0, 0xFFFF)) |
-                                        (static_cast<uint32_t>(rng.range(0, 0xFFFF)) << 16);
+    const uint32_t q = trial_code_word(rng, trial);
     for (uint32_t c = 0; c < 4; ++c) {
       const uint32_t s = q >> (4 * c);
       const uint32_t legacy = ((s << 9) & 0x0E000E00u) | ((s << 12) & 0x80008000u);
@@ -481,9 +483,7 @@ TEST(DequantBits, PairsHalfWordIsTwoRotationWords) {
   SCOPED_TRACE(seed_trace(seed));
   Rng rng(seed);
   for (int trial = 0; trial < (1 << 20); ++trial) {
-    const uint32_t q = trial < 16 ? 0x11111111u * static_cast<uint32_t>(trial)
-                                  : static_cast<uint32_t>(rng.range(0, 0xFFFF)) |
-                                        (static_cast<uint32_t>(rng.range(0, 0xFFFF)) << 16);
+    const uint32_t q = trial_code_word(rng, trial);
     for (uint32_t a = 0; a < 2; ++a) {
       const uint32_t v = svdq_k::e2m1x4_f16_hibytes(q, 23u + 4u * a);
       ASSERT_EQ(svdq_k::hibytes_pair_lo(v), svdq_k::e2m1x8_f16x2_word(q, a)) << "half " << a << " of 0x" << std::hex << q;
