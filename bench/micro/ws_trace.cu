@@ -18,7 +18,7 @@
 // on random operands, each launched back to back for a second while a host thread samples the SM clock and the
 // board power through NVML (libnvidia-ml and libcublas are opened with dlopen: no link flags),
 // --time the routed build and its PAIRS form at three shapes, three rounds (with -DWS_TRACE_NONE or -DWS_TRACE_OFF,
-// and -DFAKE_BUILD=1 / 2: what the fragment build's instructions cost). Results: bench/results/2026-12-02_h200_ws_what_costs.md.
+// and -DFAKE_BUILD=1 / 2: what the fragment build's instructions cost; -DFAKE_STORE=1: what the epilogue's stores cost). Results: bench/results/2026-12-02_h200_ws_what_costs.md.
 #include <dlfcn.h>
 #include <algorithm>
 #include <atomic>
@@ -104,6 +104,21 @@ SVDQ_DEV void fake_build(u32 tile, int ra, int rb, u32 swa, u32 swb, u32 rot, u3
 }  // namespace svdq_k
 #define rs_fragment_tile_lean fake_build
 #endif
+// -DFAKE_STORE=1 (timing only, nothing written): the epilogue's arithmetic (alpha, the sum of a thread's values) but
+// none of its stores: what the output tile's 64 KiB of stores per tile cost (132 CTAs store at about the same time).
+#ifdef FAKE_STORE
+namespace svdq_k {
+template <int N>
+SVDQ_DEV void fake_store_tile(const MmParams& p, float alpha, i64 m0, i64 n0, int rows, i64 row0, int c,
+                              const float* acc) {
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) s = __fmaf_rn(alpha, acc[i], s);
+  if (s == 12345.0f) p.out[row0 * p.n + n0 + c] = 1;  // (never, with zero operands; keeps the arithmetic)
+}
+}  // namespace svdq_k
+#define store_acc_tile fake_store_tile
+#endif
 #define mbar_arrive_expect_tx expect_or_skip
 #define tma_load_2d tma_or_skip
 #define bulk_load bulk_or_skip
@@ -127,6 +142,15 @@ KERNEL(lean_pers, LEAN_PERS)
 KERNEL(lean_pers_split, LEAN_PERS, true)
 KERNEL(lean_pers_pairs, LEAN_PERS, false, true)  // the PAIRS fragment order (timing only here: B's copy is zeros)
 static_assert(Sm90WsConfig<LEAN_PERS, true>::kSmem == Cfg::kSmem, "same shared memory");
+// EPI_TMA (--epi): the output tile staged in shared memory and stored by warp 3 with TMA while the consumers go on;
+// its room comes from one B tile and two packed slots fewer (B4: 6 packed slots, 4 B tiles), so the same ring sizes
+// without it are timed too.
+#define LEAN_PERS_B4 256, 6, 4, 1, true, 1, 0, false, true, false, true, false
+KERNEL(pairs_b4, LEAN_PERS_B4, false, true)
+KERNEL(pairs_b4_epi, LEAN_PERS_B4, false, true, 1, true)
+KERNEL(split_pairs_b4_epi, LEAN_PERS_B4, true, true, 1, true)
+constexpr int kSmemEpi = Sm90WsConfig<LEAN_PERS_B4, false, true, 1, true>::kSmem;
+static_assert(kSmemEpi <= 232448, "fits");
 
 // Random operands (--power): A codes any bytes, scale codes 0x30-0x3F (E4M3 0.5-0.94), B's FP16 copy random signs,
 // magnitudes 2^-4 .. 2^2 with random mantissas, d and l1 BF16 around 2^-7; the zero operands (default) leave the
@@ -146,6 +170,8 @@ __global__ void fill_random(u32* p, long long words, u32 seed, int kind) {
   }
 }
 static bool g_random = false;
+static int g_smem = 0;                        // (0: Cfg::kSmem) the launch's dynamic shared memory
+static std::vector<unsigned short>* g_capture = nullptr;  // (--epi) the output of the last cold launch
 
 // NVML through dlopen: the SM clock (MHz) and board power (mW) sampled every 5 ms while `launch` runs back to back
 // for `ms` milliseconds (after 3 warm-up launches; warm L2: this is about clocks, not the cold-L2 method).
@@ -286,7 +312,14 @@ static void run(const char* label, Kern kern, long long M, long long K, long lon
   map2d(&p.tma_b, b16, 2, K, N, 64, 256, 128);
   map2d(&p.tma_l1, l1, 2, R, N, 64, 256, 128);
   map2d(&p.tma_d, d, 2, R, M, 64, 128, 128);
-  check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem), "smem attribute");
+  map2d(&p.tma_out, out, 2, N, M, 64, 128, 128);  // (EPI_TMA)
+  const int smem = g_smem > 0 ? g_smem : Cfg::kSmem;
+  if (g_random) {  // a nonzero alpha of 1/64 and a random bias, so the epilogue's arithmetic shows in the output
+    const float a64 = 1.0f / 64.0f;
+    cudaMemcpy(alpha, &a64, 4, cudaMemcpyHostToDevice);
+    if (bias_on) fill_random<<<16, 256>>>(static_cast<u32*>(bias), N / 2, 8u, 3);
+  }
+  check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "smem attribute");
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   const long long tiles = (M + 127) / 128 * (N / 256);
@@ -294,20 +327,24 @@ static void run(const char* label, Kern kern, long long M, long long K, long lon
   check(cudaMemcpyToSymbol(g_skew, &skew, sizeof(skew)), "skew");
   check(cudaMemcpyToSymbol(g_skip, &skip, sizeof(skip)), "skip");
   if (power_ms > 0) {
-    sustained(label, M, N, K, g_random, power_ms, [&] { kern<<<grid, Cfg::kThreads, Cfg::kSmem>>>(p); });
+    sustained(label, M, N, K, g_random, power_ms, [&] { kern<<<grid, Cfg::kThreads, smem>>>(p); });
     for (void* x : {a, asf, b16, alpha, d, l1, bias, out}) cudaFree(x);
     return;
   }
   std::vector<long long> t(kTraceCtas * kEvents * kMaxPos);
   std::vector<float> times;  // five cold launches' CUDA-event times (the median printed; the last one traced)
   for (int r = 0; r < 5; ++r)
-    times.push_back(cold_launches(flush, label, [&] { kern<<<grid, Cfg::kThreads, Cfg::kSmem>>>(p); }, [&] {
+    times.push_back(cold_launches(flush, label, [&] { kern<<<grid, Cfg::kThreads, smem>>>(p); }, [&] {
       std::fill(t.begin(), t.end(), 0LL);
       check(cudaMemcpyToSymbol(g_trace, t.data(), t.size() * sizeof(long long)), "trace reset");
     }));
   std::sort(times.begin(), times.end());
   const float ms = times[2];
   check(cudaMemcpyFromSymbol(t.data(), g_trace, t.size() * sizeof(long long)), "trace");
+  if (g_capture) {
+    g_capture->assign(M * N, 0);
+    check(cudaMemcpy(g_capture->data(), out, M * N * 2, cudaMemcpyDeviceToHost), "capture");
+  }
   const int num_main = (int)(K / 64), total = num_main + 1;
   std::printf("== %s %lld x %lld x %lld r32 b%d, grid %u, warpgroup 1 starts %lld cycles late, loads "
               "skipped %d: %.2f us (events, incl. launch; median of 5)\n", label, M, N, K, bias_on ? 1 : 0, grid, skew,
@@ -399,6 +436,45 @@ int main(int argc, char** argv) {
         run("lean_pers_pairs", lean_pers_pairs, 4096, K, 0, flush, 0, 0, true, 1500);
       }
       cublas_power(4096, 3072, K, 1500);
+    }
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--epi") {
+    // Bits first (random operands, M = 4000 too: a partial row tile), then times: zero operands (three rounds) and
+    // random ones (two), the four forms alternated.
+    std::vector<unsigned short> ref, got;
+    g_random = true;
+    const long long bit_shapes[3][2] = {{4096, 3072}, {4000, 3072}, {1000, 12288}};
+    for (const auto& s : bit_shapes) {
+      g_capture = &ref;
+      g_smem = 0;
+      run("lean_pers_pairs", lean_pers_pairs, s[0], s[1], 0, flush);
+      g_capture = &got;
+      g_smem = kSmemEpi;
+      for (int form = 0; form < 2; ++form) {
+        if (form == 0) run("pairs_b4_epi", pairs_b4_epi, s[0], s[1], 0, flush);
+        else run("split_pairs_b4_epi", split_pairs_b4_epi, s[0], s[1], 0, flush);
+        long long diffs = 0, nonzero = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+          diffs += ref[i] != got[i];
+          nonzero += ref[i] != 0;
+        }
+        std::printf("BITS %s %lld x 3072 x %lld: %lld of %zu outputs differ from lean_pers_pairs (%lld nonzero)\n",
+                    form == 0 ? "pairs_b4_epi" : "split_pairs_b4_epi", s[0], s[1], diffs, ref.size(), nonzero);
+      }
+    }
+    g_capture = nullptr;
+    const long long shapes[3][2] = {{4096, 3072}, {4096, 12288}, {16384, 3072}};
+    for (int r = 0; r < 5; ++r) {
+      g_random = r >= 3;
+      for (const auto& s : shapes) {
+        g_smem = 0;
+        run("lean_pers_pairs", lean_pers_pairs, s[0], s[1], 0, flush);
+        g_smem = kSmemEpi;
+        run("pairs_b4", pairs_b4, s[0], s[1], 0, flush);
+        run("pairs_b4_epi", pairs_b4_epi, s[0], s[1], 0, flush);
+        run("split_pairs_b4_epi", split_pairs_b4_epi, s[0], s[1], 0, flush);
+      }
     }
     return 0;
   }

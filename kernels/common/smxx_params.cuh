@@ -32,7 +32,8 @@ struct Sm90WsParams {
   TmaDesc tma_d;   // d [M, r] BF16, box 64 x A rows, 128-byte swizzle (sm90_svdq_swap*, sm90_svdq_ws A16 and FP16-B LEAN)
   MmParams mm;
   int raster;      // sm90_svdq_ws (CLUSTER = 1): row tiles per raster group, 0 = row-major tile order
-  TmaDesc tma_out;  // sm90_svdq_swap_a16: out [M, N] BF16, box 64 x BM, 128-byte swizzle (the epilogue's store)
+  TmaDesc tma_out;  // out [M, N] BF16, 128-byte swizzle (the epilogue's store): box 64 x BM (sm90_svdq_swap_a16),
+                    // 64 x 128 (sm90_svdq_ws EPI_TMA)
   // sm90_svdq_ws FUSE_B: the kernel writes the FP16 copy of B itself (tma_b reads it), in units of 64 rows x 64 K
   // (unit j = K tile j / U, rows 64 (j % U).., U = ceil(N / 64)). A unit is converted by the CTA that claims it
   // (b16_claims[j] exchanged to `epoch`) and published by b16_flags[j] = epoch (release); `epoch` is unique per

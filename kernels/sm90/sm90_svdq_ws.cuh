@@ -92,7 +92,7 @@ namespace svdq_k {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1>
+          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -112,17 +112,21 @@ struct Sm90WsConfig {
   static constexpr int kOffPacked = BSTAGES * kBTile;
   static constexpr int kOffATiles = kOffPacked + STAGES * kStage;  // ATILES: FP16 A tiles, 128 rows x 64 K
   static constexpr int kATile = 128 * 128;
+  // EPI_TMA: the output tile's staging area, four 128 x 64 BF16 boxes (128-byte swizzle) of which the d buffer, just
+  // after the first three, is the fourth (the rank steps are done with it when the epilogue writes).
+  static constexpr int kOffStage = kOffATiles + ATILES * kATile;
   // LEAN FP16-B form: the rank steps' d tile (BF16, 128 rows x 64, the 128-byte swizzle) comes by TMA into a buffer
   // of its own and the rank steps are SS wgmma, instead of the consumers loading d fragments from global memory.
   static constexpr bool kRankTma = B16 && LEAN;
-  static constexpr int kOffDTile = kOffATiles + ATILES * kATile;
+  static constexpr int kOffDTile = kOffStage + (EPI_TMA ? 3 * 128 * 128 : 0);
   // DBUFS d buffers (a ring): with 2, rank tile 1's d tile (rank > 64) is loaded during the main loop instead of
   // after rank tile 0's wgmmas have read the only buffer.
   static constexpr int kDBufs = kRankTma ? DBUFS : 0, kDRing = kRankTma ? DBUFS : 1;  // (kDRing: for the indexing)
   static constexpr int kOffBars = kOffDTile + kDBufs * 128 * 128;
   // + slack for 1024-byte alignment
   static constexpr int kSmem =
-      kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + 2 * kDBufs + (FUSE_B ? BSTAGES : 0)) * 8 + 1024;
+      kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + 2 * kDBufs + (FUSE_B ? BSTAGES : 0) + (EPI_TMA ? 2 : 0)) * 8 +
+      1024;
   // DQ_WGS = 0: B rows 0..127 belong to the dequant warpgroup (one per thread), the rest (rows 128..BN-1) to the
   // 256 consumer threads, kCWords words (8 codes each) per thread.
   static constexpr int kCWords = kProducerWarp ? 0 : (BN - 128) * 8 / 256;
@@ -176,6 +180,9 @@ struct Sm90WsConfig {
   static_assert(DBUFS == 1 || (DBUFS == 2 && kRankTma), "sm90 ws: a second d buffer for the lean FP16-B rank steps");
   static_assert(!PAIRS || (B16 && LEAN && !FUSE_B),
                 "sm90 ws: PAIRS (fragments in the pairs order, B's copy written in it) in the lean FP16-B form");
+  // EPI_TMA: warp 3 stores the staged tile by TMA (warps 1 and 2 load d and, SPLIT_B, the B ring; FUSE_B uses 2-3).
+  static_assert(!EPI_TMA || (kRankTma && PERSIST && DBUFS == 1 && !FUSE_B && kOffStage % 1024 == 0),
+                "sm90 ws: EPI_TMA (the TMA-store epilogue) in the persistent lean FP16-B form with one d buffer");
 };
 
 // STEPS k16 steps of BF16 SS wgmma (the rank tile's d and l1 parts 0..STEPS-1) as one group, waited for.
@@ -231,10 +238,10 @@ SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1>
+          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B,
-                         PAIRS, DBUFS>;
+                         PAIRS, DBUFS, EPI_TMA>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -247,6 +254,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // kRankTma: full_d / empty_d of each of the kDBufs d buffers
   const u32 full_d = empty_a + 8 * ATILES, empty_d = full_d + 8 * C::kDBufs, dtile = base + C::kOffDTile;
   const u32 b_ok = empty_d + 8 * C::kDBufs;  // FUSE_B: B tile q of the ring may be loaded (warp 2 -> the producer)
+  // EPI_TMA: staged (the consumer warps have written a tile into the staging area), stage_free (warp 3's TMA stores
+  // of it have read it); stage: the area's first box.
+  const u32 staged = b_ok + 8 * (FUSE_B ? BSTAGES : 0), stage_free = staged + 8, stage = base + C::kOffStage;
 
   const int tid = threadIdx.x, lane = tid & 31;
   // Raster groups (CLUSTER = 1): CTAs in launch order walk the tiles in groups of P.raster row tiles, down a
@@ -301,6 +311,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     }
     if constexpr (FUSE_B) {
       for (int s = 0; s < BSTAGES; ++s) mbar_init(b_ok + 8 * s, 1);  // warp 2's lane 0
+    }
+    if constexpr (EPI_TMA) {
+      mbar_init(staged, 8);      // every consumer warp
+      mbar_init(stage_free, 1);  // warp 3's lane 0
     }
     mbar_init_fence();
   }
@@ -663,9 +677,28 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         if (tid == 32) {
           tma_prefetch_desc(&P.tma_d);
           pdl_wait_prior_grid();
-          for (int t = tile0, q = 0; t < tile_end; t += tile_step) {
+          for (int t = tile0, q = 0, nt = 0; t < tile_end; t += tile_step, ++nt) {
             set_tile(t);
+            // EPI_TMA: the d buffer is the staging area's last box; the previous tile's stores must have read it.
+            if (EPI_TMA && nt > 0 && num_rank > 0) mbar_wait(stage_free, (nt - 1) & 1);
             for (int r = 0; r < num_rank; ++r) issue_d(q++, r);
+          }
+        }
+      }
+      if constexpr (EPI_TMA) {
+        // Warp 3's lane 0: each output tile, once the consumers have staged it, as four TMA stores (128 rows x 64
+        // columns each; rows past M and columns past N clipped by the map), then the staging area handed back
+        // when they have read it. The consumers go on with the next tile meanwhile.
+        if (tid == 96) {
+          tma_prefetch_desc(&P.tma_out);
+          for (int t = tile0, nt = 0; t < tile_end; t += tile_step, ++nt) {
+            set_tile(t);
+            mbar_wait(staged, nt & 1);
+#pragma unroll
+            for (int j = 0; j < BN / 64; ++j)
+              if (n0 + 64 * j < p.n) tma_store_2d(&P.tma_out, stage + j * 128 * 128, (int)n0 + 64 * j, (int)m0);
+            bulk_store_commit_and_wait_read();
+            mbar_arrive(stage_free);
           }
         }
       }
@@ -794,6 +827,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // Ring positions of the current tile's first K tile: packed ring (main tiles) and B ring (main and rank tiles).
   // Zero but in the persistent FP16-B loop, which advances them by num_main and total per tile.
   int gp = 0, gb = 0, gd = 0;  // (gd: uses of the d buffer before this tile, kRankTma)
+  int nt = 0;                  // the CTA's tiles before this one (EPI_TMA: the staging area's phase)
   const float alpha = *p.alpha;  // read before the K loop, not on the epilogue's path (an op input, not a copy's)
 
   // This thread's words of B rows 128..BN-1 of main tile `it` into the B ring.
@@ -931,7 +965,18 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   };
   auto store_tile = [&] {  // the epilogue (every wgmma has retired)
     pdl_launch_dependents();
-    store_acc_tile<BN>(p, alpha, m0, n0, 128, m0 + ra, c, acc);
+    if constexpr (EPI_TMA) {
+      // Into the staging area once the previous tile's stores have read it (long ago: a whole K loop), then warp 3
+      // stores it by TMA while these warps go on with the next tile. Each thread orders its writes for the async
+      // proxy before its warp's arrival.
+      if (nt > 0) mbar_wait(stage_free, (nt - 1) & 1);
+      stage_acc_tile_sw128<BN>(stage, p, alpha, n0, ra, c, acc);
+      fence_proxy_async_shared();
+      __syncwarp();
+      if (lane == 0) mbar_arrive(staged);
+    } else {
+      store_acc_tile<BN>(p, alpha, m0, n0, 128, m0 + ra, c, acc);
+    }
   };
   // After the main K loop (the forms other than A16): the rank steps, the epilogue.
   auto finish_tile = [&] {
@@ -1082,6 +1127,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         gp += num_main;
         gb += total;
         gd += num_rank;
+        ++nt;
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
       }

@@ -190,6 +190,9 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       jit::encode_tma_2d(&wp.tma_b, b16, 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
       jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
       jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, 128, 128);  // lean: SS rank
+      if (build.epi_tma)  // the epilogue's TMA stores: 128 rows x 64 columns per box, rows past M / columns past N clipped
+        jit::encode_tma_2d(&wp.tma_out, out, 2, static_cast<uint64_t>(dm.n), static_cast<uint64_t>(dm.m),
+                           static_cast<uint64_t>(dm.n) * 2, 64, 128, 128);
       return wp;
     };
     if (!build.fuse_b) {  // the copy by a smxx_dequant_fp16 launch before the GEMM

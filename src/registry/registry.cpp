@@ -85,7 +85,8 @@ Build sm90(const std::string& id, int stages) {
 // Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
               int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false,
-              bool lean = false, bool fuse_b = false, bool split_b = false, bool pairs = false, int d_bufs = 1) {
+              bool lean = false, bool fuse_b = false, bool split_b = false, bool pairs = false, int d_bufs = 1,
+              bool epi_tma = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -107,15 +108,19 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.split_b = split_b;
   b.pairs = pairs;
   b.d_bufs = d_bufs;
+  b.epi_tma = epi_tma;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
   const int64_t stage = a_part + (fp16_b ? 0 : int64_t(bn) * 32) + sf_blocks * 512;
   // The lean FP16-B form's d tiles for SS rank steps (+ two barriers each).
   const int64_t d_tiles = lean && fp16_b ? d_bufs : 0;
+  // EPI_TMA: three 16 KiB boxes of the output tile's staging area before the d buffer (its fourth), two barriers.
+  const int64_t stage_boxes = epi_tma ? 3 : 0;
   b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + int64_t(a_tiles) * 128 * 128 +
-                 d_tiles * 128 * 128 +
-                 (2 * stages + 2 * bstages + 2 * a_tiles + 2 * d_tiles + (fuse_b ? bstages : 0)) * 8 + 1024;
+                 (stage_boxes + d_tiles) * 128 * 128 +
+                 (2 * stages + 2 * bstages + 2 * a_tiles + 2 * d_tiles + (fuse_b ? bstages : 0) + (epi_tma ? 2 : 0)) * 8 +
+                 1024;
   b.kernel_name = "svdq_" + id;
   return b;
 }
@@ -290,6 +295,14 @@ std::vector<Build> make_builds() {
       // 0's wgmmas have freed the only buffer.
       sm90_ws("sm90_ws16_bn256_s6_b5_lean_pers_pairs_d2", 256, 6, 5, 1, true, 1, 0, false, true, false, true, false,
               false, true, 2),
+      // The persistent pairs forms with the TMA-store epilogue (EPI_TMA): the consumers write the BF16 tile into a
+      // staging area (three 16 KiB boxes + the d buffer; one B tile and two packed slots fewer for the room) and go
+      // on with the next tile while warp 3 stores it. The epilogue's global stores had cost ~7% at K = 3072
+      // (timing with none of them, bench/micro/ws_trace.cu -DFAKE_STORE=1).
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", 256, 6, 4, 1, true, 1, 0, false, true, false, true, false,
+              false, true, 1, true),
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
+              false, true, true, 1, true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
       // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
@@ -356,6 +369,7 @@ std::string Build::description() const {
       if (split_b) os << "warp 2 loading the B tiles, ";
       if (pairs) os << "fragments in the pairs order (half a code word per quad lane and K group), ";
       if (d_bufs > 1) os << d_bufs << " d buffers for the rank steps, ";
+      if (epi_tma) os << "the output tile staged in smem and stored by TMA from warp 3 while the consumers go on, ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::Sm90Swap:
@@ -511,16 +525,17 @@ std::string render(const Build& b) {
          << "  svdq_k::sm90_svdq_wgmma<" << b.stages << ">(p);\n}\n";
       break;
     case Program::Sm90Ws: {
-      // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B, PAIRS, DBUFS) up to the last one that
+      // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B, PAIRS, DBUFS,
+      // EPI_TMA) up to the last one that
       // differs from its default, so builds from before an argument existed render as before (same content hash).
       auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
       const std::pair<std::string, std::string> args[] = {
           {flag(b.fp16_b), "false"}, {std::to_string(b.cluster), "1"}, {std::to_string(b.a_tiles), "0"},
           {flag(b.fp16_a), "false"}, {flag(b.persistent), "false"},  {flag(b.a_ss), "false"},
           {flag(b.lean), "false"},   {flag(b.fuse_b), "false"},  {flag(b.split_b), "false"},
-          {flag(b.pairs), "false"},  {std::to_string(b.d_bufs), "1"}};
+          {flag(b.pairs), "false"},  {std::to_string(b.d_bufs), "1"}, {flag(b.epi_tma), "false"}};
       int named = 0;
-      for (int i = 0; i < 11; ++i)
+      for (int i = 0; i < 12; ++i)
         if (args[i].first != args[i].second) named = i + 1;
       std::string ws_tail;
       for (int i = 0; i < named; ++i) ws_tail += ", " + args[i].first;

@@ -302,7 +302,7 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
     EXPECT_EQ(reg::dequant_fp16_for(b).id, b.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16") << b.id;
     pairs_builds += b.pairs ? 1 : 0;
   }
-  EXPECT_EQ(pairs_builds, 4);
+  EXPECT_EQ(pairs_builds, 6);
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
@@ -395,6 +395,24 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
                                2 * (128 * 32 + 512 + 2 * 8) + 128 * 128 + 2 * 8);
   EXPECT_LE(d2.smem_bytes, reg::max_smem_optin_for_cc(90));
   for (const auto& b : reg::all_builds()) EXPECT_TRUE(b.d_bufs == 1 || (b.fp16_b && b.lean)) << b.id;
+  // The TMA-store epilogue (the 16th argument): three 16 KiB staging boxes and two barriers more, one B tile (32 KiB)
+  // and two packed slots fewer than the routed pairs builds; only persistent lean FP16-B builds with one d buffer.
+  for (const char* id : {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi"}) {
+    const reg::Build& epi = reg::build_by_id(id);
+    const bool split = epi.split_b;
+    EXPECT_EQ(targs(epi), std::string("256, 6, 4, 1, true, 1, 0, false, true, false, true, false, ") +
+                              (split ? "true" : "false") + ", true, 1, true")
+        << id;
+    const reg::Build& twin = reg::build_by_id(split ? "sm90_ws16_bn256_s8_b5_lean_pers_split_pairs"
+                                                    : "sm90_ws16_bn256_s8_b5_lean_pers_pairs");
+    EXPECT_EQ(epi.smem_bytes, twin.smem_bytes - 256 * 128 - 2 * 8 - 2 * (128 * 32 + 512 + 2 * 8) + 3 * 128 * 128 + 2 * 8)
+        << id;
+    EXPECT_LE(epi.smem_bytes, reg::max_smem_optin_for_cc(90)) << id;
+    EXPECT_EQ(epi.threads, twin.threads) << id;
+    EXPECT_NE(epi.description().find("stored by TMA from warp 3"), std::string::npos) << id;
+  }
+  for (const auto& b : reg::all_builds())
+    EXPECT_TRUE(!b.epi_tma || (b.fp16_b && b.lean && b.persistent && b.d_bufs == 1 && !b.fuse_b)) << b.id;
   // The lean forms differ from their plain builds in that argument alone.
   for (const char* id : {"sm90_ws16_bn256_s8_b5", "sm90_ws_bn256_s8_b3_d2"}) {
     const reg::Build& plain = reg::build_by_id(id);
