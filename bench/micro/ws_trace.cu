@@ -149,8 +149,10 @@ static_assert(Sm90WsConfig<LEAN_PERS, true>::kSmem == Cfg::kSmem, "same shared m
 KERNEL(pairs_b4, LEAN_PERS_B4, false, true)
 KERNEL(pairs_b4_epi, LEAN_PERS_B4, false, true, 1, true)
 KERNEL(split_pairs_b4_epi, LEAN_PERS_B4, true, true, 1, true)
-constexpr int kSmemEpi = Sm90WsConfig<LEAN_PERS_B4, false, true, 1, true>::kSmem;
+KERNEL(pairs_b4_epi_d2, LEAN_PERS_B4, false, true, 2, true)  // (--epi2) the second d buffer a staging box
+constexpr int kSmemEpi = Sm90WsConfig<LEAN_PERS_B4, false, true, 1, true>::kSmem, kSmemEpiD2 = kSmemEpi + 16;
 static_assert(kSmemEpi <= 232448, "fits");
+static_assert(Sm90WsConfig<LEAN_PERS_B4, false, true, 2, true>::kSmem == kSmemEpiD2, "two barriers more");
 
 // Random operands (--power): A codes any bytes, scale codes 0x30-0x3F (E4M3 0.5-0.94), B's FP16 copy random signs,
 // magnitudes 2^-4 .. 2^2 with random mantissas, d and l1 BF16 around 2^-7; the zero operands (default) leave the
@@ -170,7 +172,8 @@ __global__ void fill_random(u32* p, long long words, u32 seed, int kind) {
   }
 }
 static bool g_random = false;
-static int g_smem = 0;                        // (0: Cfg::kSmem) the launch's dynamic shared memory
+static int g_smem = 0;
+static long long g_rank = 32;  // (--epi2: 128 too)                        // (0: Cfg::kSmem) the launch's dynamic shared memory
 static std::vector<unsigned short>* g_capture = nullptr;  // (--epi) the output of the last cold launch
 
 // NVML through dlopen: the SM clock (MHz) and board power (mW) sampled every 5 ms while `launch` runs back to back
@@ -269,7 +272,7 @@ static void cublas_power(long long M, long long N, long long K, int ms) {
 template <typename Kern>
 static void run(const char* label, Kern kern, long long M, long long K, long long skew, void* flush, int ctas = 0,
                 int skip = 0, bool bias_on = true, int power_ms = 0) {
-  const long long N = 3072, R = 32;
+  const long long N = 3072, R = g_rank;
   const long long sf_cols = (K / 16 + 3) / 4 * 4;
   void *a, *asf, *b16, *alpha, *d, *l1, *bias, *out;
   check(cudaMalloc(&a, M * K / 2), "malloc");
@@ -476,6 +479,46 @@ int main(int argc, char** argv) {
         run("split_pairs_b4_epi", split_pairs_b4_epi, s[0], s[1], 0, flush);
       }
     }
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--epi2") {
+    // The TMA-store epilogue with one / two d buffers: bits at r = 128 and 32 (random operands), then times (zero
+    // operands, three rounds); traced: the timeline of the one-buffer form (build without -DWS_TRACE_NONE).
+    std::vector<unsigned short> ref, got;
+    for (long long r : {128LL, 32LL}) {
+      g_rank = r;
+      g_random = true;
+      g_capture = &ref;
+      g_smem = 0;
+      run("lean_pers_pairs", lean_pers_pairs, 4000, 3072, 0, flush);
+      g_capture = &got;
+      g_smem = kSmemEpiD2;
+      run("pairs_b4_epi_d2", pairs_b4_epi_d2, 4000, 3072, 0, flush);
+      long long diffs = 0;
+      for (size_t i = 0; i < ref.size(); ++i) diffs += ref[i] != got[i];
+      std::printf("BITS pairs_b4_epi_d2 4000 x 3072 x 3072 r%lld: %lld of %zu outputs differ from lean_pers_pairs\n", r,
+                  diffs, ref.size());
+    }
+    g_capture = nullptr;
+    g_random = false;
+    const long long shapes[2][2] = {{4096, 3072}, {16384, 3072}};
+    for (int round = 0; round < 3; ++round)
+      for (long long r : {128LL, 32LL}) {
+        g_rank = r;
+        for (const auto& s : shapes) {
+          g_smem = kSmemEpiD2;
+          run("pairs_b4_epi", pairs_b4_epi, s[0], s[1], 0, flush);
+          run("pairs_b4_epi_d2", pairs_b4_epi_d2, s[0], s[1], 0, flush);
+        }
+      }
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--epi-trace") {  // (traced build) the timeline of the epi form
+    g_smem = kSmemEpiD2;
+    run("pairs_b4_epi", pairs_b4_epi, 4096, 3072, 0, flush);
+    run("pairs_b4_epi", pairs_b4_epi, 4096, 12288, 0, flush);
+    g_smem = 0;
+    run("lean_pers_pairs", lean_pers_pairs, 4096, 3072, 0, flush);
     return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "--bias") {  // the epilogue with and without the bias loads

@@ -99,30 +99,25 @@ SVDQ_DEV void store_acc_tile(const MmParams& p, float alpha, i64 m0, i64 n0, int
 }
 
 // The EPI_TMA epilogue of the warp-specialized program: a thread's values of an m64nN wgmma tile (rows row,
-// row + 8 of the 128-row output tile; columns n0 + 8i + 2c, + 1), store_fragment's arithmetic, as BF16 into the
-// staging area of the tile's TMA stores: box i / 8 (128 rows x 64 columns, 16 KiB), row r at 128 r, 16-byte chunk q
-// at q ^ (r mod 8) (the 128-byte swizzle). Each store instruction's 32 lanes (8 rows x 4 quad lanes) hit 32 distinct
-// banks. Columns past N get a zero bias (the TMA store clips them).
+// row + 8 of the 128-row output tile; columns 8i + 2c, + 1 of the tile), store_fragment's arithmetic, as BF16 into
+// the staging area of the tile's TMA stores: box i / 8 (128 rows x 64 columns, 16 KiB), row r at 128 r, 16-byte
+// chunk q at q ^ (r mod 8) (the 128-byte swizzle). Each store instruction's 32 lanes (8 rows x 4 quad lanes) hit 32
+// distinct banks. bias: the tile's N bias values in shared memory (0: no bias); past the op's N they are whatever
+// is there, as are those columns' values, which the TMA store clips.
 template <int N>
-SVDQ_DEV void stage_acc_tile_sw128(u32 stage, const MmParams& p, float alpha, i64 n0, int row, int c,
-                                   const float* acc) {
+SVDQ_DEV void stage_acc_tile_sw128(u32 stage, u32 bias, float alpha, int row, int c, const float* acc) {
   static_assert(N % 64 == 0, "stage_acc_tile_sw128: whole 64-column boxes");
-  const i64 col0 = n0 + 2 * c;
   const u32 r0 = stage + row * 128 + 4 * c, x = row & 7;
 #pragma unroll
-  for (int i0 = 0; i0 < N / 8; i0 += 8) {  // box i0 / 8: its bias words first (all loads before the stores)
-    u32 bb[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const i64 col = col0 + 8 * (i0 + j);
-      bb[j] = p.bias && col < p.n ? *reinterpret_cast<const u32*>(p.bias + col) : 0u;
-    }
+  for (int i0 = 0; i0 < N / 8; i0 += 8) {  // box i0 / 8
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float* f = acc + 4 * (i0 + j);
       u32 v0, v1;
-      if (p.bias) {
-        const float b0 = bf16_to_float(bb[j] & 0xFFFFu), b1 = bf16_to_float(bb[j] >> 16);
+      if (bias) {
+        u32 bb;
+        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bb) : "r"(bias + (u32)(8 * (i0 + j) + 2 * c) * 2));
+        const float b0 = bf16_to_float(bb & 0xFFFFu), b1 = bf16_to_float(bb >> 16);
         v0 = pack_bf16x2(__fmaf_rn(alpha, f[0], b0), __fmaf_rn(alpha, f[1], b1));
         v1 = pack_bf16x2(__fmaf_rn(alpha, f[2], b0), __fmaf_rn(alpha, f[3], b1));
       } else {

@@ -122,10 +122,15 @@ struct Sm90WsConfig {
   // DBUFS d buffers (a ring): with 2, rank tile 1's d tile (rank > 64) is loaded during the main loop instead of
   // after rank tile 0's wgmmas have read the only buffer.
   static constexpr int kDBufs = kRankTma ? DBUFS : 0, kDRing = kRankTma ? DBUFS : 1;  // (kDRing: for the indexing)
-  static constexpr int kOffBars = kOffDTile + kDBufs * 128 * 128;
+  // (EPI_TMA with two d buffers: the second is the staging area's first box, free from the previous tile's stores
+  // to this tile's epilogue, so only one is allocated.)
+  static constexpr int kDAlloc = EPI_TMA && kDBufs > 0 ? 1 : kDBufs;
+  // EPI_TMA: the tile's BN bias values (BF16), loaded by warp 1 with the tile's d tiles, read by the epilogue.
+  static constexpr int kOffBias = kOffDTile + kDAlloc * 128 * 128;
+  static constexpr int kOffBars = kOffBias + (EPI_TMA ? BN * 2 : 0);
   // + slack for 1024-byte alignment
   static constexpr int kSmem =
-      kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + 2 * kDBufs + (FUSE_B ? BSTAGES : 0) + (EPI_TMA ? 2 : 0)) * 8 +
+      kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + 2 * kDBufs + (FUSE_B ? BSTAGES : 0) + (EPI_TMA ? 3 : 0)) * 8 +
       1024;
   // DQ_WGS = 0: B rows 0..127 belong to the dequant warpgroup (one per thread), the rest (rows 128..BN-1) to the
   // 256 consumer threads, kCWords words (8 codes each) per thread.
@@ -181,8 +186,8 @@ struct Sm90WsConfig {
   static_assert(!PAIRS || (B16 && LEAN && !FUSE_B),
                 "sm90 ws: PAIRS (fragments in the pairs order, B's copy written in it) in the lean FP16-B form");
   // EPI_TMA: warp 3 stores the staged tile by TMA (warps 1 and 2 load d and, SPLIT_B, the B ring; FUSE_B uses 2-3).
-  static_assert(!EPI_TMA || (kRankTma && PERSIST && DBUFS == 1 && !FUSE_B && kOffStage % 1024 == 0),
-                "sm90 ws: EPI_TMA (the TMA-store epilogue) in the persistent lean FP16-B form with one d buffer");
+  static_assert(!EPI_TMA || (kRankTma && PERSIST && !FUSE_B && kOffStage % 1024 == 0),
+                "sm90 ws: EPI_TMA (the TMA-store epilogue) in the persistent lean FP16-B form");
 };
 
 // STEPS k16 steps of BF16 SS wgmma (the rank tile's d and l1 parts 0..STEPS-1) as one group, waited for.
@@ -255,8 +260,11 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   const u32 full_d = empty_a + 8 * ATILES, empty_d = full_d + 8 * C::kDBufs, dtile = base + C::kOffDTile;
   const u32 b_ok = empty_d + 8 * C::kDBufs;  // FUSE_B: B tile q of the ring may be loaded (warp 2 -> the producer)
   // EPI_TMA: staged (the consumer warps have written a tile into the staging area), stage_free (warp 3's TMA stores
-  // of it have read it); stage: the area's first box.
-  const u32 staged = b_ok + 8 * (FUSE_B ? BSTAGES : 0), stage_free = staged + 8, stage = base + C::kOffStage;
+  // of it have read it), bias_full (the tile's bias values have landed); stage: the area's first box.
+  const u32 staged = b_ok + 8 * (FUSE_B ? BSTAGES : 0), stage_free = staged + 8, bias_full = stage_free + 8;
+  const u32 stage = base + C::kOffStage, bias_buf = base + C::kOffBias;
+  // d buffer s (EPI_TMA: buffer 1 is the staging area's first box).
+  auto dbuf = [&](int s) { return EPI_TMA && s == 1 ? stage : dtile + (u32)s * 128 * 128; };
 
   const int tid = threadIdx.x, lane = tid & 31;
   // Raster groups (CLUSTER = 1): CTAs in launch order walk the tiles in groups of P.raster row tiles, down a
@@ -315,6 +323,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if constexpr (EPI_TMA) {
       mbar_init(staged, 8);      // every consumer warp
       mbar_init(stage_free, 1);  // warp 3's lane 0
+      mbar_init(bias_full, 1);   // warp 1's lane 0 (and the bias bytes)
     }
     mbar_init_fence();
   }
@@ -369,7 +378,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     const int s = q % C::kDRing;
     mbar_wait(empty_d + 8 * s, ((q / C::kDRing) & 1) ^ 1);
     mbar_arrive_expect_tx(full_d + 8 * s, 128 * 128);
-    tma_load_2d(dtile + s * 128 * 128, &P.tma_d, 64 * r, (int)m0, full_d + 8 * s);
+    tma_load_2d(dbuf(s), &P.tma_d, 64 * r, (int)m0, full_d + 8 * s);
   };
   // FUSE_B: the FP16 copy of B written by this grid (no copy launch before it), in units of 64 rows x 64 K (unit j:
   // K tile j / units_n, rows 64 (j % units_n)..). Warp 3 of every CTA converts the units j = blockIdx.x + i gridDim.x
@@ -679,8 +688,17 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           pdl_wait_prior_grid();
           for (int t = tile0, q = 0, nt = 0; t < tile_end; t += tile_step, ++nt) {
             set_tile(t);
-            // EPI_TMA: the d buffer is the staging area's last box; the previous tile's stores must have read it.
-            if (EPI_TMA && nt > 0 && num_rank > 0) mbar_wait(stage_free, (nt - 1) & 1);
+            // EPI_TMA: the d buffers are boxes of the staging area; the previous tile's stores must have read it
+            // (and so the consumers have read the previous tile's bias). Then this tile's bias, for its epilogue
+            // (loaded there it waited its whole latency: ~2 500 instead of ~1 000 cycles, ws_trace.cu).
+            if constexpr (EPI_TMA) {
+              if (nt > 0) mbar_wait(stage_free, (nt - 1) & 1);
+              if (p.bias) {
+                const u32 bytes = (u32)(n0 + BN <= p.n ? BN : p.n - n0) * 2;  // (N % 32 == 0: a multiple of 16)
+                mbar_arrive_expect_tx(bias_full, bytes);
+                bulk_load(bias_buf, p.bias + n0, bytes, bias_full);
+              }
+            }
             for (int r = 0; r < num_rank; ++r) issue_d(q++, r);
           }
         }
@@ -945,7 +963,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     const int q = gb + it, qd = gd + it - num_main, ds = qd % C::kDRing;
     mbar_wait(full_d + 8 * ds, (qd / C::kDRing) & 1);
     mbar_wait(full_b + 8 * (q % BSTAGES), (q / BSTAGES) & 1);
-    const u64 ad = wgmma_desc_sw128(dtile + (u32)ds * 128 * 128 + (u32)(ct >> 7) * 64 * 128);
+    const u64 ad = wgmma_desc_sw128(dbuf(ds) + (u32)(ct >> 7) * 64 * 128);
     const u64 bd = wgmma_desc_sw128(btiles + (q % BSTAGES) * C::kBTile);
     // Only the k16 steps holding rank columns (r is a multiple of 16): past r the d and l1 tiles are the TMA's zero
     // fill, and such a step (all products zero) leaves every accumulator as it is, so it is skipped (2 of the 4 in
@@ -970,7 +988,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       // stores it by TMA while these warps go on with the next tile. Each thread orders its writes for the async
       // proxy before its warp's arrival.
       if (nt > 0) mbar_wait(stage_free, (nt - 1) & 1);
-      stage_acc_tile_sw128<BN>(stage, p, alpha, n0, ra, c, acc);
+      if (p.bias) mbar_wait(bias_full, nt & 1);
+      stage_acc_tile_sw128<BN>(stage, p.bias ? bias_buf : 0u, alpha, ra, c, acc);
       fence_proxy_async_shared();
       __syncwarp();
       if (lane == 0) mbar_arrive(staged);

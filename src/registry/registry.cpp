@@ -113,13 +113,15 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
   const int64_t stage = a_part + (fp16_b ? 0 : int64_t(bn) * 32) + sf_blocks * 512;
-  // The lean FP16-B form's d tiles for SS rank steps (+ two barriers each).
-  const int64_t d_tiles = lean && fp16_b ? d_bufs : 0;
-  // EPI_TMA: three 16 KiB boxes of the output tile's staging area before the d buffer (its fourth), two barriers.
-  const int64_t stage_boxes = epi_tma ? 3 : 0;
+  // The lean FP16-B form's d tiles for SS rank steps (+ two barriers each; with the TMA-store epilogue a second d
+  // buffer is a box of the staging area).
+  const int64_t d_tiles = lean && fp16_b ? d_bufs : 0, d_alloc = epi_tma && d_tiles > 0 ? 1 : d_tiles;
+  // EPI_TMA: three 16 KiB boxes of the output tile's staging area before the d buffer (its fourth), the tile's bias
+  // (bn BF16 values), three barriers.
+  const int64_t stage_boxes = epi_tma ? 3 : 0, bias_bytes = epi_tma ? int64_t(bn) * 2 : 0;
   b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + int64_t(a_tiles) * 128 * 128 +
-                 (stage_boxes + d_tiles) * 128 * 128 +
-                 (2 * stages + 2 * bstages + 2 * a_tiles + 2 * d_tiles + (fuse_b ? bstages : 0) + (epi_tma ? 2 : 0)) * 8 +
+                 (stage_boxes + d_alloc) * 128 * 128 + bias_bytes +
+                 (2 * stages + 2 * bstages + 2 * a_tiles + 2 * d_tiles + (fuse_b ? bstages : 0) + (epi_tma ? 3 : 0)) * 8 +
                  1024;
   b.kernel_name = "svdq_" + id;
   return b;
@@ -303,6 +305,10 @@ std::vector<Build> make_builds() {
               false, true, 1, true),
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               false, true, true, 1, true),
+      // With two d buffers, the second being the staging area's first box (no more shared memory): at rank > 64
+      // rank tile 1's d tile is loaded during the main loop.
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
+              false, false, true, 2, true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
       // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),

@@ -70,9 +70,11 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // bits, fewer dequantization instructions): in one tune of the four persistent lean forms on the 18 large suite
   // shapes a pairs form was the fastest of them on 16 (0.1-1.4% below the plain order), the plain order's split
   // form on the other two; the one-wave form 3.1-3.5% faster (1280 x 3072 x 3072: 44.82 vs 46.27 us;
-  // bench/results/2026-12-02_h200_pairs.md).
+  // bench/results/2026-12-02_h200_pairs.md). The persistent pairs form with the TMA-store epilogue (the consumers
+  // stage the tile and go on; one B tile and two packed slots fewer) then was 2.6-7.1% faster than it on all 18
+  // (bench/results/2026-12-02_h200_epi_tma.md), its SPLIT_B twin within 0.5% of it.
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
-  const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pers_pairs");
+  const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
   const registry::Build& narrow = registry::build_by_id("sm90_ws16_bn128_s8_b6");
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
     if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);

@@ -68,7 +68,7 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // H200: 132 SMs, 228 KiB per SM, 227 KiB per block.
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s8_b5_lean_pers_pairs");  // 384 tiles of 128x256: 3 waves, the persistent lean form
+            "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");  // 384 tiles of 128x256: 3 waves, the persistent form
   // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), at every rank the build
   // with dequant teams taking K tiles in turn and two K tiles per consumer step.
   for (int r : {32, 64, 96, 128})
@@ -103,7 +103,7 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
             "sm90_ws16_bn256_s8_b5_lean_pairs");
   // 24 x 12 = 288 tiles: three waves (of 128x128 tiles: five), the persistent form.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {3072, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s8_b5_lean_pers_pairs");
+            "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
   // 5 x 12 = 60 tiles of 128x256 (one wave) against 120 of 128x128 (one wave): 128x128.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {640, 3072, 3072, 32, true}).id,
             "sm90_ws16_bn128_s8_b6");
@@ -302,7 +302,7 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
     EXPECT_EQ(reg::dequant_fp16_for(b).id, b.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16") << b.id;
     pairs_builds += b.pairs ? 1 : 0;
   }
-  EXPECT_EQ(pairs_builds, 6);
+  EXPECT_EQ(pairs_builds, 7);
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
@@ -395,8 +395,8 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
                                2 * (128 * 32 + 512 + 2 * 8) + 128 * 128 + 2 * 8);
   EXPECT_LE(d2.smem_bytes, reg::max_smem_optin_for_cc(90));
   for (const auto& b : reg::all_builds()) EXPECT_TRUE(b.d_bufs == 1 || (b.fp16_b && b.lean)) << b.id;
-  // The TMA-store epilogue (the 16th argument): three 16 KiB staging boxes and two barriers more, one B tile (32 KiB)
-  // and two packed slots fewer than the routed pairs builds; only persistent lean FP16-B builds with one d buffer.
+  // The TMA-store epilogue (the 16th argument): three 16 KiB staging boxes, the tile's 512 bias bytes and three
+  // barriers more, one B tile (32 KiB) and two packed slots fewer than the pairs builds; persistent lean FP16-B only.
   for (const char* id : {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi"}) {
     const reg::Build& epi = reg::build_by_id(id);
     const bool split = epi.split_b;
@@ -405,14 +405,19 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
         << id;
     const reg::Build& twin = reg::build_by_id(split ? "sm90_ws16_bn256_s8_b5_lean_pers_split_pairs"
                                                     : "sm90_ws16_bn256_s8_b5_lean_pers_pairs");
-    EXPECT_EQ(epi.smem_bytes, twin.smem_bytes - 256 * 128 - 2 * 8 - 2 * (128 * 32 + 512 + 2 * 8) + 3 * 128 * 128 + 2 * 8)
+    EXPECT_EQ(epi.smem_bytes,
+              twin.smem_bytes - 256 * 128 - 2 * 8 - 2 * (128 * 32 + 512 + 2 * 8) + 3 * 128 * 128 + 512 + 3 * 8)
         << id;
     EXPECT_LE(epi.smem_bytes, reg::max_smem_optin_for_cc(90)) << id;
     EXPECT_EQ(epi.threads, twin.threads) << id;
     EXPECT_NE(epi.description().find("stored by TMA from warp 3"), std::string::npos) << id;
   }
   for (const auto& b : reg::all_builds())
-    EXPECT_TRUE(!b.epi_tma || (b.fp16_b && b.lean && b.persistent && b.d_bufs == 1 && !b.fuse_b)) << b.id;
+    EXPECT_TRUE(!b.epi_tma || (b.fp16_b && b.lean && b.persistent && !b.fuse_b)) << b.id;
+  // Its second d buffer is a staging box: two barriers more, no more shared memory.
+  const reg::Build& epi_d2 = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2");
+  EXPECT_EQ(targs(epi_d2), "256, 6, 4, 1, true, 1, 0, false, true, false, true, false, false, true, 2, true");
+  EXPECT_EQ(epi_d2.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 2 * 8);
   // The lean forms differ from their plain builds in that argument alone.
   for (const char* id : {"sm90_ws16_bn256_s8_b5", "sm90_ws_bn256_s8_b3_d2"}) {
     const reg::Build& plain = reg::build_by_id(id);
