@@ -690,7 +690,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
             set_tile(t);
             // EPI_TMA: the d buffers are boxes of the staging area; the previous tile's stores must have read it
             // (and so the consumers have read the previous tile's bias). Then this tile's bias, for its epilogue
-            // (loaded there it waited its whole latency: ~2 500 instead of ~1 000 cycles, ws_trace.cu).
+            // (with global loads there the epilogue traced at ~2 500 cycles, their latency included; ws_trace.cu).
             if constexpr (EPI_TMA) {
               if (nt > 0) mbar_wait(stage_free, (nt - 1) & 1);
               if (p.bias) {
