@@ -18,7 +18,9 @@
 // on random operands, each launched back to back for a second while a host thread samples the SM clock and the
 // board power through NVML (libnvidia-ml and libcublas are opened with dlopen: no link flags),
 // --time the routed build and its PAIRS form at three shapes, three rounds (with -DWS_TRACE_NONE or -DWS_TRACE_OFF,
-// and -DFAKE_BUILD=1 / 2: what the fragment build's instructions cost; -DFAKE_STORE=1: what the epilogue's stores cost). Results: bench/results/2026-12-02_h200_ws_what_costs.md.
+// and -DFAKE_BUILD=1 / 2: what the fragment build's instructions cost; -DFAKE_STORE=1: what the epilogue's stores cost),
+// --epi / --epi2 (-DWS_TRACE_NONE) the TMA-store epilogue forms against the routed build: bits on random operands,
+// then times; --epi-trace (traced) their timeline. Results: bench/results/2026-12-02_h200_epi_tma.md. Results: bench/results/2026-12-02_h200_ws_what_costs.md.
 #include <dlfcn.h>
 #include <algorithm>
 #include <atomic>

@@ -83,6 +83,13 @@
 //       multiply instead of 4, 8 code-word loads per K tile instead of 16. The B copy is written in the matching K
 //       order (smxx_dequant_fp16_words<W, true>). H200: the GEMM launch 3.6-4.6% faster on zero operands (where the
 //       clock stays high), 0.1-2.1% in the op on random operands (bench/results/2026-12-02_h200_pairs.md).
+//   EPI_TMA (the persistent lean FP16-B forms): the consumers write each finished tile (same arithmetic) into a
+//       staging area of four 128 x 64 BF16 boxes in the 128-byte swizzle (the fourth is the d buffer; DBUFS = 2: the
+//       second d buffer is the first box), arrive on `staged` and go on with the next tile; warp 3 stores the boxes
+//       by TMA and arrives on `stage_free` once they have been read; warp 1 waits for that before the next tile's d
+//       tiles and bias (a 512-byte bulk copy the epilogue reads). The 64 KiB of global stores per tile on the
+//       consumers' path had cost ~7% at K = 3072; these forms measured 2.6-7.1% faster on the 18 large suite rows
+//       (bench/results/2026-12-02_h200_epi_tma.md).
 #pragma once
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"
