@@ -20,7 +20,8 @@
 // --time the routed build and its PAIRS form at three shapes, three rounds (with -DWS_TRACE_NONE or -DWS_TRACE_OFF,
 // and -DFAKE_BUILD=1 / 2: what the fragment build's instructions cost; -DFAKE_STORE=1: what the epilogue's stores cost),
 // --epi / --epi2 (-DWS_TRACE_NONE) the TMA-store epilogue forms against the routed build: bits on random operands,
-// then times; --epi-trace (traced) their timeline. Results: bench/results/2026-12-02_h200_epi_tma.md. Results: bench/results/2026-12-02_h200_ws_what_costs.md.
+// then times; --epi-trace (traced) their timeline. Results: bench/results/2026-12-02_h200_ws_what_costs.md,
+// bench/results/2026-12-02_h200_epi_tma.md.
 #include <dlfcn.h>
 #include <algorithm>
 #include <atomic>
@@ -174,9 +175,15 @@ __global__ void fill_random(u32* p, long long words, u32 seed, int kind) {
   }
 }
 static bool g_random = false;
-static int g_smem = 0;
-static long long g_rank = 32;  // (--epi2: 128 too)                        // (0: Cfg::kSmem) the launch's dynamic shared memory
+static int g_smem = 0;          // (0: Cfg::kSmem) the launch's dynamic shared memory
+static long long g_rank = 32;   // (--epi2: 128 too)
 static std::vector<unsigned short>* g_capture = nullptr;  // (--epi) the output of the last cold launch
+// (--epi, --epi2) outputs of `got` that differ from `ref`
+static long long count_diffs(const std::vector<unsigned short>& ref, const std::vector<unsigned short>& got) {
+  long long diffs = 0;
+  for (size_t i = 0; i < ref.size(); ++i) diffs += ref[i] != got[i];
+  return diffs;
+}
 
 // NVML through dlopen: the SM clock (MHz) and board power (mW) sampled every 5 ms while `launch` runs back to back
 // for `ms` milliseconds (after 3 warm-up launches; warm L2: this is about clocks, not the cold-L2 method).
@@ -351,8 +358,8 @@ static void run(const char* label, Kern kern, long long M, long long K, long lon
     check(cudaMemcpy(g_capture->data(), out, M * N * 2, cudaMemcpyDeviceToHost), "capture");
   }
   const int num_main = (int)(K / 64), total = num_main + 1;
-  std::printf("== %s %lld x %lld x %lld r32 b%d, grid %u, warpgroup 1 starts %lld cycles late, loads "
-              "skipped %d: %.2f us (events, incl. launch; median of 5)\n", label, M, N, K, bias_on ? 1 : 0, grid, skew,
+  std::printf("== %s %lld x %lld x %lld r%lld b%d, grid %u, warpgroup 1 starts %lld cycles late, loads "
+              "skipped %d: %.2f us (events, incl. launch; median of 5)\n", label, M, N, K, R, bias_on ? 1 : 0, grid, skew,
               skip, ms * 1e3f);
   for (int c = 0; c < kTraceCtas; ++c) {
     auto at = [&](int e, int q) { return t[(c * kEvents + e) * kMaxPos + q]; };
@@ -459,11 +466,8 @@ int main(int argc, char** argv) {
       for (int form = 0; form < 2; ++form) {
         if (form == 0) run("pairs_b4_epi", pairs_b4_epi, s[0], s[1], 0, flush);
         else run("split_pairs_b4_epi", split_pairs_b4_epi, s[0], s[1], 0, flush);
-        long long diffs = 0, nonzero = 0;
-        for (size_t i = 0; i < ref.size(); ++i) {
-          diffs += ref[i] != got[i];
-          nonzero += ref[i] != 0;
-        }
+        const long long diffs = count_diffs(ref, got);
+        const long long nonzero = (long long)ref.size() - (long long)std::count(ref.begin(), ref.end(), 0);
         std::printf("BITS %s %lld x 3072 x %lld: %lld of %zu outputs differ from lean_pers_pairs (%lld nonzero)\n",
                     form == 0 ? "pairs_b4_epi" : "split_pairs_b4_epi", s[0], s[1], diffs, ref.size(), nonzero);
       }
@@ -496,10 +500,8 @@ int main(int argc, char** argv) {
       g_capture = &got;
       g_smem = kSmemEpiD2;
       run("pairs_b4_epi_d2", pairs_b4_epi_d2, 4000, 3072, 0, flush);
-      long long diffs = 0;
-      for (size_t i = 0; i < ref.size(); ++i) diffs += ref[i] != got[i];
       std::printf("BITS pairs_b4_epi_d2 4000 x 3072 x 3072 r%lld: %lld of %zu outputs differ from lean_pers_pairs\n", r,
-                  diffs, ref.size());
+                  count_diffs(ref, got), ref.size());
     }
     g_capture = nullptr;
     g_random = false;
