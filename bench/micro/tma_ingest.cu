@@ -30,15 +30,6 @@ struct Stage {
   int hop1;        // map1 rows added per slot, modulo 8 slots (0: every slot reads the same rows, as the programs)
 };
 
-__device__ __forceinline__ bool mbar_test_wait(u32 bar, u32 parity) {
-  u32 done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.test_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-}
 __device__ __forceinline__ void wait_bar(u32 bar, u32 parity, int poll) {
   if (poll) {
     while (!mbar_test_wait(bar, parity)) {

@@ -26,6 +26,16 @@ SVDQ_DEV bool mbar_try_wait(u32 bar, u32 parity) {
       : "memory");
   return done != 0;
 }
+// Whether the phase with parity `parity` has completed, without waiting.
+SVDQ_DEV bool mbar_test_wait(u32 bar, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
 // Waits for the completion of the phase with parity `parity` (a fresh barrier counts its phase -1, parity 1, as done).
 SVDQ_DEV void mbar_wait(u32 bar, u32 parity) {
   while (!mbar_try_wait(bar, parity)) {

@@ -34,14 +34,17 @@ struct Sm90WsParams {
   int raster;      // sm90_svdq_ws (CLUSTER = 1): row tiles per raster group, 0 = row-major tile order
   TmaDesc tma_out;  // out [M, N] BF16, 128-byte swizzle (the epilogue's store): box 64 x BM (sm90_svdq_swap_a16),
                     // 64 x 128 (sm90_svdq_ws EPI_TMA)
-  // sm90_svdq_ws FUSE_B: the kernel writes the FP16 copy of B itself (tma_b reads it), in units of 64 rows x 64 K
-  // (unit j = K tile j / U, rows 64 (j % U).., U = ceil(N / 64)). A unit is converted by the CTA that claims it
+  // sm90_svdq_ws FUSE_B: the kernel writes the FP16 copy of B (tma_b reads it) from unit row fuse_u0 on, in units
+  // of 64 rows x 64 K (unit j = K tile j / U, rows 64 (j % U).., U = ceil(N / 64)). A unit is converted by the CTA that claims it
   // (b16_claims[j] exchanged to `epoch`) and published by b16_flags[j] = epoch (release); `epoch` is unique per
   // launch, so the scratch holding the words needs no clearing.
   u16* b16;               // FP16 [N, K], deq(B) x 2^-7 (smxx_dequant_fp16's values)
   u64* b16_flags;         // [num K tiles x U]
   u64* b16_claims;        // [num K tiles x U]
   u64 epoch;
+  // The first unit row (64 B rows each) this grid converts: the copy launch before it (programmatic dependent
+  // launch) writes rows 0 .. 64 fuse_u0 - 1, the column tiles of the first wave of tiles.
+  int fuse_u0;
 };
 
 struct QuantizeParams {

@@ -51,17 +51,21 @@
 //       form (ncu, 4096 x 3072 x 12288: tensor pipe 75.6%); the lean form is 8-10% faster (H200,
 //       bench/results/2026-12-01_h200_lean.md). In the FP16-B form LEAN also takes the rank steps' d tile by TMA
 //       (warp 1 issues it) into a 16 KiB buffer of its own and runs them as SS BF16 wgmma (kRankTma).
-//   FUSE_B (the persistent lean FP16-B form): no copy launch before the GEMM; the grid writes the FP16 copy of B
-//       into its scratch itself, in units of 64 rows x 64 K. Warp 3 of every CTA converts the units blockIdx.x +
-//       i gridDim.x (K order) with the copy launch's arithmetic; a unit's flag word is set to the launch's epoch
+//   FUSE_B (the persistent lean FP16-B forms): the copy launch before the GEMM writes only the B column tiles the
+//       first wave of tiles reads (unit rows below P.fuse_u0); the grid writes the rest of the FP16 copy into the
+//       same scratch itself, in units of 64 rows x 64 K, while that wave runs. Warp 3 of every CTA converts its share
+//       of those units (column tile by column tile, K order in each: the order the later waves need them) with the
+//       copy launch's arithmetic (PAIRS: its pairs order; EPI_TMA: the tile stores between units); a unit's flag
+//       word is set to the launch's epoch
 //       once its values are stored; warp 2 reads a B tile's flags (windows of 32 K tiles, read ahead), acquires
 //       them and arrives on b_ok for that ring slot, and the producer waits on b_ok before the tile's TMA load. A
 //       claim word per unit (exchanged to the epoch) makes a unit converted exactly once, by whoever takes it:
 //       warp 2 converts a unit nobody has claimed instead of waiting, so no CTA depends on one that is not
-//       resident. Same bytes as the copy form (GPU tests). Measured on the H200: 1.05-1.17x slower than copy
-//       launch + GEMM at M >= 4096 (the extra time about constant in M: one warp per SM converts ~2-3x slower than
-//       the copy launch and the first wave of tiles, which reads all of B, waits for it), 7x slower at M = 128
-//       (12 CTAs convert everything); bench/results/2026-12-02_h200_fuse_b.md. Not routed.
+//       resident. Same bytes as the copy form (GPU tests). Measured on the H200 with no copy launch (the grid
+//       converting all of B): 1.05-1.17x slower than copy launch + GEMM at M >= 4096 (one warp per SM converts
+//       ~2-3x slower than the copy launch and the first wave of tiles, which reads all of B, waited for it), 7x
+//       slower at M = 128; bench/results/2026-12-02_h200_fuse_b.md. Hence the copy launch for the first wave's
+//       columns (the router gives these builds column-major raster groups, so that wave covers few columns).
 //   SPLIT_B (the single-CTA FP16-B form whose consumers dequantize A): warp 2's lane 0 loads the B ring (FP16 B tiles
 //       and l1) and waits for the copy launch; the producer issues only the packed slots (op inputs, no wait), since
 //       one thread's TMA copies complete one after another (bench/results/2026-12-01_h200_tma_ingest.md). Measured
@@ -190,10 +194,11 @@ struct Sm90WsConfig {
   static_assert(!SPLIT_B || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0 && !A16 && !FUSE_B),
                 "sm90 ws: SPLIT_B (warp 2 loads the B ring) in the single-CTA FP16-B form whose consumers dequantize A");
   static_assert(DBUFS == 1 || (DBUFS == 2 && kRankTma), "sm90 ws: a second d buffer for the lean FP16-B rank steps");
-  static_assert(!PAIRS || (B16 && LEAN && !FUSE_B),
+  static_assert(!PAIRS || (B16 && LEAN),
                 "sm90 ws: PAIRS (fragments in the pairs order, B's copy written in it) in the lean FP16-B form");
-  // EPI_TMA: warp 3 stores the staged tile by TMA (warps 1 and 2 load d and, SPLIT_B, the B ring; FUSE_B uses 2-3).
-  static_assert(!EPI_TMA || (kRankTma && PERSIST && !FUSE_B && kOffStage % 1024 == 0),
+  // EPI_TMA: warp 3 stores the staged tile by TMA (warps 1 and 2 load d and, SPLIT_B, the B ring; FUSE_B: warp 2
+  // hands out the B tiles, warp 3 converts between its stores).
+  static_assert(!EPI_TMA || (kRankTma && PERSIST && kOffStage % 1024 == 0),
                 "sm90 ws: EPI_TMA (the TMA-store epilogue) in the persistent lean FP16-B form");
 };
 
@@ -392,7 +397,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // (two at a time, in K order: the first K tiles first, as every CTA's first tile needs them); warp 2 tells the
   // producer when the units of a B tile are published, converting any unit nobody has claimed yet itself (so no CTA
   // ever waits on one that is not running: a grid only partly resident still finishes).
-  const int units_n = (int)((p.n + 63) >> 6), num_units = num_main * units_n;
+  const int units_n = (int)((p.n + 63) >> 6);
   // Row of item i (0..3) of unit j for this lane (row 16 i + lane / 2 of the unit; lanes 2r and 2r + 1 share a row),
   // -1 where there is none (j < 0, a row past N). A K tail of 32: the last K tile has only words 0-3 of a row.
   auto unit_row = [&](int j, int i, int kt) -> i64 {
@@ -402,12 +407,14 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   auto k_tail = [&](int kt) { return 64 * (i64)kt + 32 >= p.k; };
   // Units ja and jb (-1: none) by the 32 lanes of this warp. load_units: lane 2r + h reads the 16-byte code chunk
   // (words 4h..4h+3) of its row and the row's scale word. store_units: the lane pair trades two words (shuffles), so
-  // lane h holds words h, 2 + h, 4 + h, 6 + h, and writes their FP16 values with the copy launch's arithmetic
+  // lane h holds words h, 2 + h, 4 + h, 6 + h (PAIRS: the byte-permuted words of chunk h of each K group), and
+  // writes their FP16 values with the copy launch's arithmetic
   // (dequant8_f16, scale2_half2_x128 pairs: the bits are that launch's) as 16-byte chunks 2m + h, m = 0..3: each store
   // instruction fills whole 32-byte sectors (lane pairs side by side; with each lane's own 64 contiguous bytes every
   // store was 32 half sectors, the pattern that had cost the copy launch two thirds of its bandwidth).
-  // publish_units then orders every lane's stores for the async proxy that reads them and, after the warp's
-  // convergence (which orders the other lanes' stores before lane 0's fence), lane 0's GPU fence and flag stores
+  // publish_units (and the converter's loop) then orders every lane's stores for the async proxy that reads them
+  // and, after the warp's convergence (which orders the other lanes' stores before lane 0's fence), lane 0's GPU
+  // fence and flag stores
   // (release patterns) publish units j0 + x stride, x < count, where bit x of mask is set.
   auto load_units = [&](int ja, int jb, uint4 (&q)[2][4], u32 (&sw)[2][4]) {
 #pragma unroll
@@ -434,11 +441,31 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         // (every lane shuffles, also where it stores nothing)
-        const u32 r0 = __shfl_xor_sync(0xFFFFFFFFu, h ? q[x][i].x : q[x][i].y, 1);
-        const u32 r1 = __shfl_xor_sync(0xFFFFFFFFu, h ? q[x][i].z : q[x][i].w, 1);
+        const uint4 v = q[x][i];
+        u32 w4[4];
+        if constexpr (PAIRS) {
+          // The copy launch's pairs order (smxx_dequant_fp16_words<W, true>): chunk h of K group m holds pairs 2h,
+          // 2h + 1 of both its words, i.e. their bytes h and h + 2, which one byte permute gathers into a word that
+          // dequant8_f16 turns into that chunk. Lane h builds them for its own groups (2h, 2h + 1) and trades the
+          // other lane's half.
+          const u32 own = h ? 0x7351u : 0x6240u, other = h ? 0x6240u : 0x7351u;
+          const u32 k0 = __byte_perm(v.x, v.y, own), k1 = __byte_perm(v.z, v.w, own);
+          const u32 r0 = __shfl_xor_sync(0xFFFFFFFFu, __byte_perm(v.x, v.y, other), 1);
+          const u32 r1 = __shfl_xor_sync(0xFFFFFFFFu, __byte_perm(v.z, v.w, other), 1);
+          w4[0] = h ? r0 : k0;
+          w4[1] = h ? r1 : k1;
+          w4[2] = h ? k0 : r0;
+          w4[3] = h ? k1 : r1;
+        } else {
+          const u32 r0 = __shfl_xor_sync(0xFFFFFFFFu, h ? v.x : v.y, 1);
+          const u32 r1 = __shfl_xor_sync(0xFFFFFFFFu, h ? v.z : v.w, 1);
+          w4[0] = h ? r0 : v.x;
+          w4[1] = h ? r1 : v.z;
+          w4[2] = h ? v.y : r0;
+          w4[3] = h ? v.w : r1;
+        }
         const i64 row = unit_row(j, i, kt);
         if (row < 0) continue;
-        const u32 w4[4] = {h ? r0 : q[x][i].x, h ? r1 : q[x][i].z, h ? q[x][i].y : r0, h ? q[x][i].w : r1};
         u32 sh[4];
         scale4_half2_x128(sw[x][i], sh);  // word 2m + h is in K group m
         u16* dst = P.b16 + row * p.k + 64 * (i64)kt + 8 * (int)h;
@@ -475,45 +502,79 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (lane == 0) mine = atomicExch(P.b16_claims + j, P.epoch) != P.epoch;
     return __shfl_sync(0xFFFFFFFFu, mine ? 1 : 0, 0) != 0;
   };
+  // EPI_TMA: warp 3 stores the CTA's staged tiles from number st_nt on, those whose staging has completed (block:
+  // all of them, waiting for each); FUSE_B calls it between its conversions. Lane 31 issues the TMA stores (lane 0
+  // runs the publication fences, which would wait for bulk copies in flight in its own thread).
+  int st_nt = 0;
+  const int my_tiles = tile0 < tile_end ? (tile_end - 1 - tile0) / tile_step + 1 : 0;
+  auto store_staged = [&](bool block) {
+    while (st_nt < my_tiles) {
+      int ready = 0;
+      if (lane == 31) {
+        if (block) mbar_wait(staged, st_nt & 1);
+        ready = block || mbar_test_wait(staged, st_nt & 1);
+      }
+      if (!__shfl_sync(0xFFFFFFFFu, ready, 31)) return;
+      if (lane == 31) {
+        set_tile(tile0 + st_nt * tile_step);
+#pragma unroll
+        for (int j = 0; j < BN / 64; ++j)
+          if (n0 + 64 * j < p.n) tma_store_2d(&P.tma_out, stage + j * 128 * 128, (int)n0 + 64 * j, (int)m0);
+        bulk_store_commit_and_wait_read();
+        mbar_arrive(stage_free);
+      }
+      __syncwarp();
+      ++st_nt;
+    }
+  };
   auto fused_b16_warp = [&](bool converter) {
-    pdl_wait_prior_grid();  // (B's codes and scales are inputs)
     if (converter) {
-      // Pairs of units (j, j + G), j = blockIdx.x + 2 i G, in one software pipeline: lanes 0 and 1 exchange the
-      // next pair's claim words and every lane loads its codes (speculatively, both in flight) before the fences
-      // that publish this pair (the first form ran claims, loads and fences one after another). On the H200 a pair
-      // still takes ~3 us per warp with this pipeline and the batched publication below, too slow for the first
-      // wave of tiles (bench/results/2026-12-02_h200_fuse_b.md).
+      // The units of unit rows P.fuse_u0.. (the copy launch wrote the rows before) in the order the tiles after the
+      // first wave need them: column tile by column tile, in it K tile by K tile. Warp 3 of CTA b converts
+      // positions b + i G, two at a time (l, l + G) in one software pipeline: lanes 0 and 1 exchange the next
+      // pair's claim words and every lane loads its codes (both in flight) before the fences that publish this
+      // pair. One warp converts a pair in ~3 us on the H200 (bench/results/2026-12-02_h200_fuse_b.md): fast enough
+      // for the columns after the first wave, not for all of B.
+      constexpr int kU = BN / 64;
+      const int fu0 = P.fuse_u0, per_col = kU * num_main;
+      const int num_pos = fu0 < units_n ? (units_n - fu0 + kU - 1) / kU * per_col : 0;
+      auto unit_at = [&](int l) {  // the unit at position l, -1 past the list or past N
+        if (l >= num_pos) return -1;
+        const int cg = l / per_col, rem = l - cg * per_col, kt = rem / kU, u = fu0 + cg * kU + (rem - kt * kU);
+        return u < units_n ? kt * units_n + u : -1;
+      };
       const int G = (int)gridDim.x;
       uint4 q[2][4];
       u32 sw[2][4];
       u64 old = P.epoch;
-      auto start_pair = [&](int j) {
-        const int jl = j + (lane & 1) * G;
+      int ja = -1, jb = -1;
+      auto start_pair = [&](int l) {
+        ja = unit_at(l);
+        jb = unit_at(l + G);
+        const int jl = (lane & 1) ? jb : ja;
         old = P.epoch;
-        if (lane < 2 && jl < num_units) old = atomicExch(P.b16_claims + jl, P.epoch);
-        load_units(j, j + G < num_units ? j + G : -1, q, sw);
+        if (lane < 2 && jl >= 0) old = atomicExch(P.b16_claims + jl, P.epoch);
+        load_units(ja, jb, q, sw);
       };
-      // Published in batches (the first pair alone, then 4 pairs): units jb0 + x G, x < 2 np, claimed where bit x
-      // of bmask is set.
-      int j = (int)blockIdx.x, jb0 = j, np = 0, batch = 1;
-      u32 bmask = 0;
-      if (j < num_units) start_pair(j);
-      while (j < num_units) {
+      int l = (int)blockIdx.x;
+      if (l < num_pos) start_pair(l);
+      while (l < num_pos) {
         const u32 mine = __ballot_sync(0xFFFFFFFFu, lane < 2 && old != P.epoch) & 3u;
-        store_units((mine & 1u) ? j : -1, (mine & 2u) ? j + G : -1, q, sw);
-        bmask |= mine << (2 * np);
-        ++np;
-        const int jn = j + 2 * G;
-        if (jn < num_units) start_pair(jn);
-        if (np == batch || jn >= num_units) {
-          publish_units(jb0, G, bmask, 2 * np);
-          jb0 = jn;
-          np = 0;
-          bmask = 0;
-          batch = 4;
+        const int pa = (mine & 1u) ? ja : -1, pb = (mine & 2u) ? jb : -1;
+        store_units(pa, pb, q, sw);
+        l += 2 * G;
+        if (l < num_pos) start_pair(l);
+        fence_proxy_async_global();
+        __syncwarp();
+        if (lane == 0) {
+          fence_acq_rel_gpu();
+          if (pa >= 0) st_relaxed_gpu_u64(P.b16_flags + pa, P.epoch);
+          if (pb >= 0) st_relaxed_gpu_u64(P.b16_flags + pb, P.epoch);
         }
-        j = jn;
+        __syncwarp();
+        if constexpr (EPI_TMA) store_staged(false);
       }
+      if constexpr (EPI_TMA) store_staged(true);
       return;
     }
     // Warp 2 walks the B ring's positions as the producer does and arrives on b_ok[q % BSTAGES] once B tile q may
@@ -538,7 +599,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     for (int t = tile0, q = 0; t < tile_end; t += tile_step) {
       set_tile(t);
       const int u0 = (int)(n0 >> 6), nu = min(BN / 64, units_n - u0);
-      int ready_end = 0;  // this tile's main K tiles [0, ready_end) are known published
+      // This tile's main K tiles [0, ready_end) are known published (all of them in the copy launch's columns, which
+      // the producer waits for by griddepcontrol.wait).
+      int ready_end = u0 < P.fuse_u0 ? num_main : 0;
+      if (ready_end == num_main) pf_t = -1;  // (the next tile's window is read ahead at this one's end)
       for (int it = 0; it < total; ++it, ++q) {
         if (it < num_main && it >= ready_end) {
           // The window at `it`: its published prefix is taken as a whole. A K tile not published yet: its units in
@@ -711,21 +775,11 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         }
       }
       if constexpr (EPI_TMA) {
-        // Warp 3's lane 0: each output tile, once the consumers have staged it, as four TMA stores (128 rows x 64
-        // columns each; rows past M and columns past N clipped by the map), then the staging area handed back
-        // when they have read it. The consumers go on with the next tile meanwhile.
-        if (tid == 96) {
-          tma_prefetch_desc(&P.tma_out);
-          for (int t = tile0, nt = 0; t < tile_end; t += tile_step, ++nt) {
-            set_tile(t);
-            mbar_wait(staged, nt & 1);
-#pragma unroll
-            for (int j = 0; j < BN / 64; ++j)
-              if (n0 + 64 * j < p.n) tma_store_2d(&P.tma_out, stage + j * 128 * 128, (int)n0 + 64 * j, (int)m0);
-            bulk_store_commit_and_wait_read();
-            mbar_arrive(stage_free);
-          }
-        }
+        // Warp 3 (lane 31 issuing, store_staged): each output tile, once the consumers have staged it, as four TMA
+        // stores (128 rows x 64 columns each; rows past M and columns past N clipped by the map), then the staging
+        // area handed back when they have read it. The consumers go on with the next tile meanwhile.
+        if (tid == 127) tma_prefetch_desc(&P.tma_out);
+        if (!FUSE_B && tid >= 96) store_staged(true);  // (FUSE_B: by the converting warp 3, between its units)
       }
       if constexpr (FUSE_B) {
         if (tid >= 64) fused_b16_warp(tid >= 96);  // warp 2: when B tiles may be loaded, warp 3: converting B

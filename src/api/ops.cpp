@@ -200,9 +200,18 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
                        [&](void* const* c) { return fp16_b_params(c[0]); });
       return;
     }
-    // The build writing the copy itself: one launch; the scratch holds the copy, then a flag and a claim word per
-    // 64 x 64 unit.
+    // The build writing most of the copy itself: the copy launch writes the column tiles its first wave of tiles
+    // reads (the CTAs' first tiles, in the program's raster order), the GEMM the rest; the scratch holds the copy,
+    // then a flag and a claim word per 64 x 64 unit.
     const int64_t units = checked::mul((dm.k + 63) / 64, (dm.n + 63) / 64, "FP16 copy units");
+    const int first_cols = registry::first_wave_col_tiles(static_cast<int>(row_tiles), static_cast<int>(col_tiles), raster,
+                                                          static_cast<int>(gx));
+    const int64_t rows1 = std::min<int64_t>(dm.n, int64_t(first_cols) * build.bn);
+    const registry::Build& dq = router::select_dequant_fp16(dev, build);
+    const int64_t dq_blocks = checked::ceil_div(checked::mul(rows1, dm.k / 8, "FP16 copy words"),
+                                                int64_t(dq.threads) * dq.words_per_thread, "dequant grid");
+    if (dq_blocks > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'b' is too large for one launch");
+    jit::get_kernel(dq, dev);
     const int64_t copy = checked::round_up(registry::fp16_copy_bytes(dm.n, dm.k), 256, "FP16 copy bytes");
     const uint64_t bytes = static_cast<uint64_t>(checked::add(copy, checked::mul(units, 16, "FP16 copy flags"), "scratch"));
     jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated
@@ -214,7 +223,15 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       wp.b16_flags = reinterpret_cast<svdq_k::u64*>(static_cast<char*>(scratch) + copy);
       wp.b16_claims = wp.b16_flags + units;
       wp.epoch = next_epoch();
-      launch(build, dev, gx, gy, stream, &wp);
+      wp.fuse_u0 = static_cast<int>((rows1 + 63) / 64);  // (rows1: N, or a multiple of the tile's rows)
+      svdq_k::DequantParams q{};
+      q.a = static_cast<const svdq_k::u8*>(b);
+      q.a_sf = static_cast<const svdq_k::u8*>(b_sf);
+      q.out = wp.b16;
+      q.m = rows1;
+      q.k = k;
+      launch(dq, dev, static_cast<unsigned>(dq_blocks), 1, stream, &q);
+      launch(build, dev, gx, gy, stream, &wp, env::get_bool("SVDQ_PDL", true));
     } catch (...) {
       jit::scratch_free(scratch, cs);
       throw;

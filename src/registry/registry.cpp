@@ -309,6 +309,10 @@ std::vector<Build> make_builds() {
       // rank tile 1's d tile is loaded during the main loop.
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               false, false, true, 2, true),
+      // The pairs / TMA-store-epilogue form with FUSE_B: the copy launch writes only the column tiles of the first
+      // wave (column-major raster), warp 3 of every CTA the others (between its tile stores) while that wave runs.
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
+              true, false, true, 1, true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
       // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
@@ -361,7 +365,7 @@ std::string Build::description() const {
       if (fp16_a) os << "A and B as FP16 from two launches before it (TMA into the slots and the B tiles), "
                      << "2 producer warps + 2 SS-wgmma consumer warpgroups, "
                      << (persistent ? "persistent (one CTA per SM looping over the tiles), " : "");
-      else if (fp16_b) os << (fuse_b ? "B as FP16 from a copy this kernel writes (TMA into the B tiles), "
+      else if (fp16_b) os << (fuse_b ? "B as FP16 from a copy of the first wave's column tiles by a launch before it and of the rest by this kernel (TMA into the B tiles), "
                                      : "B as FP16 from a launch before it (TMA into the B tiles), ")
                      << "a producer warp"
                      << (a_tiles > 0 ? " + " + std::to_string(dq_wgs) + " team(s) of 3 warps dequantizing A into " + std::to_string(a_tiles) +
@@ -371,7 +375,7 @@ std::string Build::description() const {
       else if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
       else os << "a producer warp + " << 4 * dq_wgs - 1 << " dequant warps + 2 RS-wgmma consumer warpgroups, ";
       if (lean) os << "lean dequantization (E4M3 scales by F2FP, one rotation per fragment pair), ";
-      if (fuse_b) os << "warp 3 converting B per 64 x 64 unit, warp 2 loading a B tile once its units are published, ";
+      if (fuse_b) os << "warp 3 converting B per 64 x 64 unit (column-major tile order), warp 2 loading a B tile once its units are published, ";
       if (split_b) os << "warp 2 loading the B tiles, ";
       if (pairs) os << "fragments in the pairs order (half a code word per quad lane and K group), ";
       if (d_bufs > 1) os << d_bufs << " d buffers for the rank steps, ";
@@ -479,6 +483,18 @@ bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp1
 
 const Build& dequant_fp16_for(const Build& gemm) {
   return build_by_id(gemm.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16");
+}
+
+int ws_tile_col(int t, int tiles_m, int tiles_n, int raster) {
+  if (raster <= 0) return t % tiles_n;
+  const int first = t / (raster * tiles_n) * raster, rows = std::min(raster, tiles_m - first);
+  return (t - first * tiles_n) / rows;
+}
+
+int first_wave_col_tiles(int tiles_m, int tiles_n, int raster, int ctas) {
+  int cols = 0;
+  for (int t = 0; t < std::min(ctas, tiles_m * tiles_n); ++t) cols = std::max(cols, ws_tile_col(t, tiles_m, tiles_n, raster) + 1);
+  return cols;
 }
 
 int64_t fp16_copy_bytes(int64_t rows, int64_t k) {

@@ -152,6 +152,35 @@ TEST(Router, RasterGroupsForManyWavesOverALargeB) {
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, reg::build_by_id("sm90_ws16_bn256_s8_b5_c2")), 0);
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, reg::build_by_id("sm90_a16_bm72_s8_t8_dq8_g4_p4")), 0);
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, reg::build_by_id("sm80_gemm_bm128_s4_t1")), 0);
+  // FUSE_B builds: one group of all row tiles (column-major), whatever B's size; one row tile: row-major.
+  const auto& fuse = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse");
+  EXPECT_EQ(rt::heuristic_raster(132, {4096, 3072, 3072, 32, true}, fuse), 32);
+  EXPECT_EQ(rt::heuristic_raster(132, {6889, 12288, 3072, 32, true}, fuse), 54);
+  EXPECT_EQ(rt::heuristic_raster(132, {100, 3072, 3072, 32, true}, fuse), 0);
+}
+
+// The persistent program's tile order on the host (the FUSE_B copy launch's share): the kernel's set_tile, and the
+// column tiles the first wave (one tile per CTA) reads.
+TEST(Registry, FirstWaveColumnTilesFollowTheRasterOrder) {
+  // Row-major: tile t is in column t % tiles_n.
+  EXPECT_EQ(reg::ws_tile_col(13, 32, 12, 0), 1);
+  EXPECT_EQ(reg::first_wave_col_tiles(32, 12, 0, 132), 12);
+  EXPECT_EQ(reg::first_wave_col_tiles(32, 12, 0, 5), 5);
+  // One column-major group: 132 CTAs over 32 row tiles read columns 0-4 (4096 x 3072, 256-wide tiles), over 54
+  // (6912) columns 0-2, over 72 (9216) 0-1, over 128 (16384) 0-1.
+  EXPECT_EQ(reg::ws_tile_col(31, 32, 12, 32), 0);
+  EXPECT_EQ(reg::ws_tile_col(32, 32, 12, 32), 1);
+  EXPECT_EQ(reg::first_wave_col_tiles(32, 12, 32, 132), 5);
+  EXPECT_EQ(reg::first_wave_col_tiles(54, 12, 54, 132), 3);
+  EXPECT_EQ(reg::first_wave_col_tiles(72, 48, 72, 132), 2);
+  EXPECT_EQ(reg::first_wave_col_tiles(128, 12, 128, 132), 2);
+  // Groups of 16 rows: the first group's 16 x 12 tiles hold the first 132 tiles, columns 0-8; a partial last group
+  // (3 rows of 35) goes down its 3 rows first.
+  EXPECT_EQ(reg::first_wave_col_tiles(32, 12, 16, 132), 9);
+  EXPECT_EQ(reg::ws_tile_col(32 * 12 + 2, 35, 12, 16), 0);
+  EXPECT_EQ(reg::ws_tile_col(32 * 12 + 3, 35, 12, 16), 1);
+  // Fewer tiles than CTAs: all of them.
+  EXPECT_EQ(reg::first_wave_col_tiles(2, 3, 2, 132), 3);
 }
 
 // The decode program's builds: 16 x MT activation rows by 8 weight rows per warp per CTA, any sm_80+ GPU, and the
@@ -302,7 +331,7 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
     EXPECT_EQ(reg::dequant_fp16_for(b).id, b.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16") << b.id;
     pairs_builds += b.pairs ? 1 : 0;
   }
-  EXPECT_EQ(pairs_builds, 7);
+  EXPECT_EQ(pairs_builds, 8);
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
@@ -371,7 +400,7 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
     EXPECT_TRUE(!b.split_b || (b.fp16_b && b.dq_wgs == 1 && b.cluster == 1 && b.a_tiles == 0 && !b.fp16_a && !b.fuse_b))
         << b.id;
   // The pairs forms: their twins plus PAIRS (the 14th argument), same threads and shared memory; only lean FP16-B
-  // builds without FUSE_B have it (the kernel's static_assert).
+  // builds have it (the kernel's static_assert).
   const std::pair<const char*, const char*> pairs_forms[] = {
       {"sm90_ws16_bn256_s8_b5_lean_pers", ", false, false, true"},  // (FUSE_B, SPLIT_B false)
       {"sm90_ws16_bn256_s8_b5_lean_pers_split", ", true"},
@@ -386,7 +415,7 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
     EXPECT_TRUE(reg::needs_fp16_b(pairs)) << id;
   }
   for (const auto& b : reg::all_builds())
-    EXPECT_TRUE(!b.pairs || b.program == reg::Program::DequantFp16 || (b.fp16_b && b.lean && !b.fuse_b)) << b.id;
+    EXPECT_TRUE(!b.pairs || b.program == reg::Program::DequantFp16 || (b.fp16_b && b.lean)) << b.id;
   // Two d buffers (the 15th argument): 16 KiB and two barriers more than one, two packed slots (4.5 KiB and two
   // barriers each) fewer.
   const reg::Build& d2 = reg::build_by_id("sm90_ws16_bn256_s6_b5_lean_pers_pairs_d2");
@@ -413,7 +442,13 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
     EXPECT_NE(epi.description().find("stored by TMA from warp 3"), std::string::npos) << id;
   }
   for (const auto& b : reg::all_builds())
-    EXPECT_TRUE(!b.epi_tma || (b.fp16_b && b.lean && b.persistent && !b.fuse_b)) << b.id;
+    EXPECT_TRUE(!b.epi_tma || (b.fp16_b && b.lean && b.persistent)) << b.id;
+  // Its FUSE_B form: the FUSE_B argument set, one b_ok barrier per B tile more, warp 3 converting.
+  const reg::Build& epi_fuse = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse");
+  EXPECT_EQ(targs(epi_fuse), "256, 6, 4, 1, true, 1, 0, false, true, false, true, true, false, true, 1, true");
+  EXPECT_EQ(epi_fuse.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 4 * 8);
+  EXPECT_LE(epi_fuse.smem_bytes, reg::max_smem_optin_for_cc(90));
+  EXPECT_EQ(&reg::dequant_fp16_for(epi_fuse), &reg::build_by_id("smxx_dequant_fp16_pairs"));
   // Its second d buffer is a staging box: two barriers more, no more shared memory.
   const reg::Build& epi_d2 = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2");
   EXPECT_EQ(targs(epi_d2), "256, 6, 4, 1, true, 1, 0, false, true, false, true, false, false, true, 2, true");

@@ -292,29 +292,38 @@ TEST(GpuMmDeterminism, Sm90BuildsAgreeOnSuiteShapes) {
   for (const svdq::bench::Shape& s : svdq::bench::default_suite()) expect_builds_agree(s, seed_for(s, 2005), ids);
 }
 
-// The build writing B's FP16 copy inside the GEMM (per 64 x 64 unit, flags between CTAs tagged with a per-launch
-// epoch in reused scratch) gives the copy launch's bytes, run after run: shapes with a partial unit (N = 96, 160,
-// 3104), a K tail of 32, one K tile, many tiles per CTA, and several runs in a row on the same (recycled) scratch.
+// The builds writing B's FP16 copy inside the GEMM past the first wave's column tiles (per 64 x 64 unit, flags
+// between CTAs tagged with a per-launch epoch in reused scratch) give the copy launch's bytes, run after run: shapes
+// whose first wave covers every column (300 x 96, 2000 x 160) and shapes where the GEMM converts most columns
+// (M = 4096: 132 CTAs over 32 row tiles read 5 column tiles), with a partial unit (N = 96, 160, 3104), a K tail of
+// 32, one K tile, many tiles per CTA, and several runs in a row on the same (recycled) scratch; the pairs build
+// against its copy-launch twin.
 TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
   SVDQ_REQUIRE_GPU();
   const svdq::DeviceInfo info = svdq::current_device_info();
   if (info.cc_major * 10 + info.cc_minor != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only";
   const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
+  const std::pair<const char*, const char*> builds[] = {
+      {"sm90_ws16_bn256_s8_b5_lean_pers", "sm90_ws16_bn256_s8_b5_lean_pers_fuse"},
+      {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse"}};
   for (const Shape& s : {make_shape(4096, 3104, 160, 32, true), make_shape(300, 96, 3072, 64, false),
-                         make_shape(2000, 160, 32, 16, true), make_shape(4096, 3072, 3072, 128, true)}) {
+                         make_shape(2000, 160, 32, 16, true), make_shape(4096, 3072, 3072, 128, true),
+                         make_shape(4096, 3072, 1056, 32, true)}) {
     SCOPED_TRACE(s.str());
     Problem p(s, seed_for(s, 2010));
-    force.set("sm90_ws16_bn256_s8_b5_lean_pers");
-    p.poison_output();
-    p.run();
-    const std::vector<uint16_t> ref = p.download_output();
-    force.set("sm90_ws16_bn256_s8_b5_lean_pers_fuse");
-    for (int run = 0; run < 3; ++run) {
+    for (const auto& [twin, fused] : builds) {
+      force.set(twin);
       p.poison_output();
       p.run();
-      EXPECT_TRUE(same_bytes(p.download_output(), ref, [&](int64_t i) {
-        return "row " + std::to_string(i / s.n) + ", column " + std::to_string(i % s.n);
-      })) << "run " << run;
+      const std::vector<uint16_t> ref = p.download_output();
+      force.set(fused);
+      for (int run = 0; run < 3; ++run) {
+        p.poison_output();
+        p.run();
+        EXPECT_TRUE(same_bytes(p.download_output(), ref, [&](int64_t i) {
+          return "row " + std::to_string(i / s.n) + ", column " + std::to_string(i % s.n);
+        })) << fused << ", run " << run;
+      }
     }
   }
 }
@@ -336,7 +345,8 @@ TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
   p.run();
   const std::vector<uint16_t> ref = p.download_output();
   for (const char* id : {"sm90_ws16a_bn256_s4_b4", "sm90_ws16a_bn256_s4_b4_pers", "sm90_ws16_bn256_s8_b5",
-                         "sm90_ws16_bn256_s8_b5_lean_pers_fuse", "sm90_ws16_bn256_s8_b5_lean_pers_pairs"}) {
+                         "sm90_ws16_bn256_s8_b5_lean_pers_fuse", "sm90_ws16_bn256_s8_b5_lean_pers_pairs",
+                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse"}) {
     force.set(id);
     for (const char* g : {"0", "3", "16", "4096"}) {
       raster.set(g);
