@@ -204,8 +204,12 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     // reads (the CTAs' first tiles, in the program's raster order), the GEMM the rest; the scratch holds the copy,
     // then a flag and a claim word per 64 x 64 unit.
     const int64_t units = checked::mul((dm.k + 63) / 64, (dm.n + 63) / 64, "FP16 copy units");
-    const int first_cols = registry::first_wave_col_tiles(static_cast<int>(row_tiles), static_cast<int>(col_tiles), raster,
-                                                          static_cast<int>(gx));
+    // (SVDQ_FUSE_COLS, a debug knob: how many column tiles the copy launch writes instead; 0: the GEMM writes all)
+    const auto forced_cols = env::get_int("SVDQ_FUSE_COLS", 0, 1 << 30);
+    const int first_cols =
+        forced_cols ? static_cast<int>(std::min<long long>(*forced_cols, col_tiles))
+                    : registry::first_wave_col_tiles(static_cast<int>(row_tiles), static_cast<int>(col_tiles), raster,
+                                                     static_cast<int>(gx));
     const int64_t rows1 = std::min<int64_t>(dm.n, int64_t(first_cols) * build.bn);
     const registry::Build& dq = router::select_dequant_fp16(dev, build);
     const int64_t dq_blocks = checked::ceil_div(checked::mul(rows1, dm.k / 8, "FP16 copy words"),
@@ -230,8 +234,8 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       q.out = wp.b16;
       q.m = rows1;
       q.k = k;
-      launch(dq, dev, static_cast<unsigned>(dq_blocks), 1, stream, &q);
-      launch(build, dev, gx, gy, stream, &wp, env::get_bool("SVDQ_PDL", true));
+      if (dq_blocks > 0) launch(dq, dev, static_cast<unsigned>(dq_blocks), 1, stream, &q);
+      launch(build, dev, gx, gy, stream, &wp, dq_blocks > 0 && env::get_bool("SVDQ_PDL", true));
     } catch (...) {
       jit::scratch_free(scratch, cs);
       throw;
