@@ -129,9 +129,7 @@ int heuristic_raster(int sm_count, const MmShape& s, const registry::Build& b) {
   // FUSE_B: one group of all row tiles (column-major), so the first wave of tiles reads as few column tiles of B
   // as it can (the copy launch writes those, the GEMM the rest meanwhile).
   if (b.fuse_b) return row_tiles > 1 ? static_cast<int>(std::min<int64_t>(row_tiles, 1 << 30)) : 0;
-  if (row_tiles * col_tiles <= sm_count || row_tiles <= 1) return 0;
-  const double b_row_bytes = double(col_tiles) * double(b.bn) * double(s.k) * 2.0;  // FP16 B of one tile row
-  return b_row_bytes > double(kRasterBBytes) ? kRasterRows : 0;
+  return row_tiles * col_tiles <= sm_count || row_tiles <= 1 ? 0 : kRasterRows;
 }
 
 int raster_group(const jit::DeviceTarget& dev, const MmShape& s, const registry::Build& b) {

@@ -21,11 +21,12 @@ const registry::Build& select_dequant_fp16(const jit::DeviceTarget& dev, const r
 // warp-specialized sm_90a program without clusters (every other build gets 0). SVDQ_RASTER=<n> (0..4096)
 // overrides it for such builds (used to compare rasterizations); otherwise heuristic_raster.
 int raster_group(const jit::DeviceTarget& dev, const MmShape& shape, const registry::Build& b);
-// Pure heuristic, testable without a device: more than one wave of tiles whose FP16 B copy (the bytes one row of
-// tiles reads) exceeds kRasterBBytes -> groups of kRasterRows row tiles, else 0.
+// Pure heuristic, testable without a device: more than one wave of tiles (and more than one row tile) -> groups of
+// kRasterRows row tiles, else 0 (FUSE_B builds: one group of all row tiles). On the H200, 32-row groups measured
+// 0-0.9% faster than row-major order at N = 3072 (where one row of tiles reads 19 MB of FP16 B, which L2 holds) and
+// 0.2-0.8% faster than 16-row groups at K or N = 12288 (bench/results/2026-12-03_h200_fuse_hybrid_raster.md).
 int heuristic_raster(int sm_count, const MmShape& shape, const registry::Build& b);
-constexpr int kRasterRows = 16;
-constexpr int64_t kRasterBBytes = 24ll << 20;
+constexpr int kRasterRows = 32;
 
 // Largest M the heuristic sends to the swap-AB program (its activation tile is the wgmma N side, at most 256 wide).
 constexpr int64_t kSwapMaxM = 256;

@@ -138,17 +138,21 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   }
 }
 
-// Raster groups: only the warp-specialized program without clusters, only beyond one wave, only when one row of
-// tiles reads more FP16 B than kRasterBBytes (H200: 132 SMs).
-TEST(Router, RasterGroupsForManyWavesOverALargeB) {
+// Raster groups: only the warp-specialized program without clusters, only beyond one wave and one row tile
+// (H200: 132 SMs).
+TEST(Router, RasterGroupsForMoreThanOneWave) {
   namespace rt = svdq::router;
   const auto& a16 = reg::build_by_id("sm90_ws16a_bn256_s4_b4");
   const auto& ws = reg::build_by_id("sm90_ws16_bn256_s8_b5");
-  EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, a16), rt::kRasterRows);  // 75 MB per tile row
-  EXPECT_EQ(rt::heuristic_raster(132, {4096, 3072, 12288, 32, true}, ws), rt::kRasterRows);    // 75 MB
-  EXPECT_EQ(rt::heuristic_raster(132, {16384, 3072, 3072, 32, true}, a16), 0);                // 18.9 MB
-  EXPECT_EQ(rt::heuristic_raster(132, {1024, 12288, 3072, 32, true}, a16), rt::kRasterRows);  // 8 x 48 tiles, 75 MB
+  EXPECT_EQ(rt::kRasterRows, 32);
+  EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, a16), rt::kRasterRows);  // 128 x 48 tiles
+  EXPECT_EQ(rt::heuristic_raster(132, {4096, 3072, 12288, 32, true}, ws), rt::kRasterRows);    // 32 x 12
+  EXPECT_EQ(rt::heuristic_raster(132, {16384, 3072, 3072, 32, true}, a16), rt::kRasterRows);  // 128 x 12
+  EXPECT_EQ(rt::heuristic_raster(132, {1024, 12288, 3072, 32, true}, a16), rt::kRasterRows);  // 8 x 48 tiles
   EXPECT_EQ(rt::heuristic_raster(132, {256, 12288, 3072, 32, true}, a16), 0);                 // 2 x 48 tiles: one wave
+  EXPECT_EQ(rt::heuristic_raster(132, {1408, 3072, 3072, 32, true}, ws), 0);                  // 11 x 12: one wave
+  EXPECT_EQ(rt::heuristic_raster(132, {1409, 3072, 3072, 32, true}, ws), rt::kRasterRows);    // 12 x 12
+  EXPECT_EQ(rt::heuristic_raster(132, {128, 98304, 3072, 32, true}, ws), 0);                  // one row tile
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, reg::build_by_id("sm90_ws16_bn256_s8_b5_c2")), 0);
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, reg::build_by_id("sm90_a16_bm72_s8_t8_dq8_g4_p4")), 0);
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, reg::build_by_id("sm80_gemm_bm128_s4_t1")), 0);
