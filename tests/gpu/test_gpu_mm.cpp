@@ -302,7 +302,7 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
   SVDQ_REQUIRE_GPU();
   const svdq::DeviceInfo info = svdq::current_device_info();
   if (info.cc_major * 10 + info.cc_minor != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only";
-  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
+  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD"), cols("SVDQ_FUSE_COLS");
   const std::pair<const char*, const char*> builds[] = {
       {"sm90_ws16_bn256_s8_b5_lean_pers", "sm90_ws16_bn256_s8_b5_lean_pers_fuse"},
       {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse"}};
@@ -311,6 +311,9 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
                          make_shape(4096, 3072, 1056, 32, true)}) {
     SCOPED_TRACE(s.str());
     Problem p(s, seed_for(s, 2010));
+    const auto where = [&](int64_t i) {
+      return "row " + std::to_string(i / s.n) + ", column " + std::to_string(i % s.n);
+    };
     for (const auto& [twin, fused] : builds) {
       force.set(twin);
       p.poison_output();
@@ -320,10 +323,16 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
       for (int run = 0; run < 3; ++run) {
         p.poison_output();
         p.run();
-        EXPECT_TRUE(same_bytes(p.download_output(), ref, [&](int64_t i) {
-          return "row " + std::to_string(i / s.n) + ", column " + std::to_string(i % s.n);
-        })) << fused << ", run " << run;
+        EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << fused << ", run " << run;
       }
+      // SVDQ_FUSE_COLS: all of B converted by the GEMM (no copy launch), one column tile by the launch, all by it
+      for (const char* c : {"0", "1", "1000"}) {
+        cols.set(c);
+        p.poison_output();
+        p.run();
+        EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << fused << ", SVDQ_FUSE_COLS=" << c;
+      }
+      cols.unset();
     }
   }
 }
@@ -346,6 +355,7 @@ TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
   const std::vector<uint16_t> ref = p.download_output();
   for (const char* id : {"sm90_ws16a_bn256_s4_b4", "sm90_ws16a_bn256_s4_b4_pers", "sm90_ws16_bn256_s8_b5",
                          "sm90_ws16_bn256_s8_b5_lean_pers_fuse", "sm90_ws16_bn256_s8_b5_lean_pers_pairs",
+                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi",
                          "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse"}) {
     force.set(id);
     for (const char* g : {"0", "3", "16", "4096"}) {
