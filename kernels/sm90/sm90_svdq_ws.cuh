@@ -65,7 +65,9 @@
 //       converting all of B): 1.05-1.17x slower than copy launch + GEMM at M >= 4096 (one warp per SM converts
 //       ~2-3x slower than the copy launch and the first wave of tiles, which reads all of B, waited for it), 7x
 //       slower at M = 128; bench/results/2026-12-02_h200_fuse_b.md. Hence the copy launch for the first wave's
-//       columns (the router gives these builds column-major raster groups, so that wave covers few columns).
+//       columns (the router gives these builds column-major raster groups, so that wave covers few columns):
+//       measured no faster either (the launch's time falls ~0.47 us per column tile it leaves out, the GEMM's rises
+//       ~0.6 us per column tile warp 3 converts; bench/results/2026-12-03_h200_fuse_hybrid_raster.md).
 //   SPLIT_B (the single-CTA FP16-B form whose consumers dequantize A): warp 2's lane 0 loads the B ring (FP16 B tiles
 //       and l1) and waits for the copy launch; the producer issues only the packed slots (op inputs, no wait), since
 //       one thread's TMA copies complete one after another (bench/results/2026-12-01_h200_tma_ingest.md). Measured

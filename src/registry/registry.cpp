@@ -311,6 +311,9 @@ std::vector<Build> make_builds() {
               false, false, true, 2, true),
       // The pairs / TMA-store-epilogue form with FUSE_B: the copy launch writes only the column tiles of the first
       // wave (column-major raster), warp 3 of every CTA the others (between its tile stores) while that wave runs.
+      // Measured no faster than the copy launch + `_pairs_epi` (0.3-1.4% slower): each column tile converted inside
+      // costs the GEMM ~0.6 us, more than the launch spends on it (bench/results/2026-12-03_h200_fuse_hybrid_raster.md);
+      // unrouted.
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               true, false, true, 1, true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
