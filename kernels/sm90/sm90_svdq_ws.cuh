@@ -100,12 +100,13 @@
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"
 #include "common/smxx_epilogue.cuh"
+#include "common/smxx_stream_k.cuh"
 
 namespace svdq_k {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false>
+          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -202,6 +203,8 @@ struct Sm90WsConfig {
   // hands out the B tiles, warp 3 converts between its stores).
   static_assert(!EPI_TMA || (kRankTma && PERSIST && kOffStage % 1024 == 0),
                 "sm90 ws: EPI_TMA (the TMA-store epilogue) in the persistent lean FP16-B form");
+  // SK: the stream-K tail (SkSchedule) in the persistent TMA-store form whose producer loads both rings.
+  static_assert(!SK || (EPI_TMA && !FUSE_B && !SPLIT_B), "sm90 ws: SK in the EPI_TMA form without FUSE_B / SPLIT_B");
 };
 
 // STEPS k16 steps of BF16 SS wgmma (the rank tile's d and l1 parts 0..STEPS-1) as one group, waited for.
@@ -257,10 +260,10 @@ SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false>
+          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B,
-                         PAIRS, DBUFS, EPI_TMA>;
+                         PAIRS, DBUFS, EPI_TMA, SK>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -304,6 +307,11 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   };
   set_tile(tile0);
   const int num_main = (int)((p.k + 63) / 64), num_rank = (int)((p.rank + 63) / 64), total = num_main + num_rank;
+  // SK: this CTA's segments (output tile, K tiles [kb, ke)) of the stream-K schedule; a segment ending at num_main
+  // finishes its tile (rank steps, epilogue), one ending before stores its partial sums for the next CTA.
+  const SkSchedule sk = SK ? SkSchedule::make(tile_end, tile_step, num_main) : SkSchedule{};
+  const int num_segs = SK ? sk.segments((int)blockIdx.x) : 0;
+  auto seg = [&](int i, int& t, int& kb, int& ke) { sk.segment((int)blockIdx.x, i, t, kb, ke); };
   // Scale-code mask of the last K tile: a K tail of 32 leaves groups 2 and 3 outside K (their padding is not read).
   const u32 tail_mask = (p.k & 63) ? 0x0000FFFFu : 0xFFFFFFFFu;
   const int sf_blk0 = (int)(n0 >> 7);  // first 128-row scale block of B this tile touches
@@ -508,7 +516,19 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // all of them, waiting for each); FUSE_B calls it between its conversions. Lane 31 issues the TMA stores (lane 0
   // runs the publication fences, which would wait for bulk copies in flight in its own thread).
   int st_nt = 0;
-  const int my_tiles = tile0 < tile_end ? (tile_end - 1 - tile0) / tile_step + 1 : 0;
+  auto final_tile = [&](int k) {  // (SK) the tile of the CTA's k-th segment that finishes one, -1 past them
+    for (int i = 0; i < num_segs; ++i) {
+      int t, kb, ke;
+      seg(i, t, kb, ke);
+      if (ke == num_main && k-- == 0) return t;
+    }
+    return -1;
+  };
+  int my_tiles = tile0 < tile_end ? (tile_end - 1 - tile0) / tile_step + 1 : 0;
+  if constexpr (SK) {
+    my_tiles = 0;
+    while (final_tile(my_tiles) >= 0) ++my_tiles;
+  }
   auto store_staged = [&](bool block) {
     while (st_nt < my_tiles) {
       int ready = 0;
@@ -518,7 +538,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       }
       if (!__shfl_sync(0xFFFFFFFFu, ready, 31)) return;
       if (lane == 31) {
-        set_tile(tile0 + st_nt * tile_step);
+        set_tile(SK ? final_tile(st_nt) : tile0 + st_nt * tile_step);
 #pragma unroll
         for (int j = 0; j < BN / 64; ++j)
           if (n0 + 64 * j < p.n) tma_store_2d(&P.tma_out, stage + j * 128 * 128, (int)n0 + 64 * j, (int)m0);
@@ -686,6 +706,25 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
             if (t != tile0) set_tile(t);
             for (int it = 0; it < num_main; ++it) issue(qp + it, it);
           }
+        } else if constexpr (SK) {  // the segments' loads: a finishing one's rank tiles (l1) after its main ones
+          for (int i = 0, qp = 0, qb = 0; i < num_segs; ++i) {
+            int t, kb, ke;
+            seg(i, t, kb, ke);
+            set_tile(t);
+            const int n = ke - kb, nb = n + (ke == num_main ? num_rank : 0);
+            int early = 0;
+            if (i == 0) {  // (as below: the first packed slots before the wait for the copy launch)
+              early = n < STAGES ? n : STAGES;
+              for (int j = 0; j < early; ++j) issue(qp + j, kb + j);
+              pdl_wait_prior_grid();
+            }
+            for (int j = 0; j < nb; ++j) {
+              if (j >= early && j < n) issue(qp + j, kb + j);
+              issue_b16(qb + j, j < n ? kb + j : num_main + (j - n));
+            }
+            qp += n;
+            qb += nb;
+          }
         } else if constexpr (B16) {
           const int early = num_main < STAGES ? num_main : STAGES;  // packed slots free at the start
           for (int it = 0; it < early; ++it) issue(it, it);
@@ -759,7 +798,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         if (tid == 32) {
           tma_prefetch_desc(&P.tma_d);
           pdl_wait_prior_grid();
-          for (int t = tile0, q = 0, nt = 0; t < tile_end; t += tile_step, ++nt) {
+          // (SK: the tiles of the segments that finish one)
+          for (int t = SK ? final_tile(0) : tile0, q = 0, nt = 0; SK ? t >= 0 : t < tile_end;
+               t = SK ? final_tile(nt + 1) : t + tile_step, ++nt) {
             set_tile(t);
             // EPI_TMA: the d buffers are boxes of the staging area; the previous tile's stores must have read it
             // (and so the consumers have read the previous tile's bias). Then this tile's bias, for its epilogue
@@ -1199,7 +1240,71 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         if (lane == 0) mbar_arrive(empty_a + 8 * (it % ATILES));
       }
     };
-    if constexpr (PERSIST) {  // every tile of this CTA: its K loop, rank steps and epilogue, the rings running on
+    if constexpr (SK) {
+      // Each segment: K tiles [kb, ke) of its tile on the sums so far (zeros, or CTA b - 1's partial sums of K tiles
+      // [0, kb) of the tile), then the rank steps and the epilogue (ke = num_main) or the partial sums stored for
+      // CTA b + 1. gp / gb: ring positions of the tile's K tile 0 (those of kb minus kb), as the lambdas index.
+      const int wg = ct >> 7;
+      float* const part_out = P.sk_acc + (i64)(blockIdx.x + 1) * (256 * kAcc);
+      const float* const part_in = P.sk_acc + (i64)blockIdx.x * (256 * kAcc);
+      // Only a CTA's last segment can start past K tile 0 (its range's first tile, walked last): the loop's
+      // segments start from zeros, the last runs after it on one of two straight paths (loaded sums, or zeros).
+      // Sums loaded inside the loop, or a join of loaded and zeroed sums before the K loop, made ptxas serialize
+      // every wgmma of the kernel (C7515).
+      int rp = 0, rb = 0;
+      auto run_segment = [&](int i, bool carry) {
+        int t, kb, ke;
+        seg(i, t, kb, ke);
+        set_tile(t);
+        if (carry) {  // CTA b - 1 stored them at its start: wait for this warpgroup's flag, then read them
+          const u64* flag = P.sk_flags + 2 * (i64)blockIdx.x + wg;
+          while (ld_relaxed_gpu_u64(flag) != P.epoch) __nanosleep(100);
+          fence_acq_rel_gpu();
+#pragma unroll
+          for (int j = 0; j < kAcc / 4; ++j) {
+            const float4 v = reinterpret_cast<const float4*>(part_in)[j * 256 + ct];
+            acc[4 * j] = v.x;
+            acc[4 * j + 1] = v.y;
+            acc[4 * j + 2] = v.z;
+            acc[4 * j + 3] = v.w;
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < kAcc; ++j) acc[j] = 0.0f;
+        }
+        gp = rp - kb;
+        gb = rb - kb;
+        double_buffered_k_loop<BN>(
+            ke - kb, acc, af, fb, [&](int j, u32* f) { build(kb + j, f); },
+            [&](int j, const u32* f) { issue(kb + j, f); }, [&](int j) { release_b(kb + j); });
+        rp += ke - kb;
+        rb += ke - kb;
+        if (ke == num_main) {
+          finish_tile();
+          rb += num_rank;
+          gd += num_rank;
+          ++nt;
+        } else {  // the partial sums, for CTA b + 1 (a whole warpgroup's stores, then its flag)
+          wgmma_wait_acc<BN, 0>(acc);
+          release_b(ke - 1);
+#pragma unroll
+          for (int j = 0; j < kAcc / 4; ++j)
+            reinterpret_cast<float4*>(part_out)[j * 256 + ct] =
+                make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+          fence_acq_rel_gpu();
+          named_barrier_sync(1 + wg, 128);
+          if ((ct & 127) == 0) st_relaxed_gpu_u64(P.sk_flags + 2 * (i64)(blockIdx.x + 1) + wg, P.epoch);
+        }
+      };
+      for (int i = 0; i + 1 < num_segs; ++i) run_segment(i, false);
+      if (num_segs > 0) {
+        int t, kb, ke;
+        seg(num_segs - 1, t, kb, ke);
+        if (kb > 0) run_segment(num_segs - 1, true);
+        else run_segment(num_segs - 1, false);
+      }
+      return;
+    } else if constexpr (PERSIST) {  // every tile of this CTA: its K loop, rank steps and epilogue, the rings running on
       for (int t = tile0;;) {
         double_buffered_k_loop<BN>(num_main, acc, af, fb, build, issue, release_b);
         finish_tile();

@@ -50,10 +50,12 @@ struct Fp16Operand {
 // For the GEMM builds that read operands as FP16: takes rows x K x 2 bytes of stream-ordered scratch per operand,
 // gets the GEMM's parameters from `params(copies)` (tensor maps encoded before anything is launched), launches
 // smxx_dequant_fp16 (deq(x) x 2^-7 into the scratch) once per operand, in order, then the GEMM, and queues the
-// scratch's release behind them, also when something throws.
+// scratch's release behind them, also when something throws. extra_bytes > 0: one more scratch block of that size
+// for the GEMM itself (copies[ops.size()]).
 template <typename Params>
 void with_fp16_copies(const jit::DeviceTarget& dev, Stream stream, const std::vector<Fp16Operand>& ops, int64_t k,
-                      const registry::Build& build, unsigned gx, unsigned gy, Params&& params) {
+                      const registry::Build& build, unsigned gx, unsigned gy, Params&& params,
+                      uint64_t extra_bytes = 0) {
   const registry::Build& dq = router::select_dequant_fp16(dev, build);
   std::vector<int64_t> blocks;
   for (const Fp16Operand& o : ops) {
@@ -73,6 +75,8 @@ void with_fp16_copies(const jit::DeviceTarget& dev, Stream stream, const std::ve
     for (const Fp16Operand& o : ops)
       copies.push_back(jit::scratch_alloc(static_cast<uint64_t>(registry::fp16_copy_bytes(o.rows, k)), dev.ordinal, cs,
                                           std::string("the FP16 copy of ") + o.arg + " (" + build.id + ")"));
+    if (extra_bytes > 0)
+      copies.push_back(jit::scratch_alloc(extra_bytes, dev.ordinal, cs, "the GEMM's scratch (" + build.id + ")"));
     svdq_k::Sm90WsParams wp = params(copies.data());
     for (size_t i = 0; i < ops.size(); ++i) {
       svdq_k::DequantParams q{};
@@ -196,8 +200,24 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       return wp;
     };
     if (!build.fuse_b) {  // the copy by a smxx_dequant_fp16 launch before the GEMM
-      with_fp16_copies(dev, stream, {{b, b_sf, dm.n, "b"}}, dm.k, build, gx, gy,
-                       [&](void* const* c) { return fp16_b_params(c[0]); });
+      // Stream-K: gx + 1 slots of partial sums (256 threads x bn / 2 floats), then two flags per slot.
+      const int64_t sk_slot = int64_t(256) * (build.bn / 2) * 4, sk_slots = int64_t(gx) + 1;
+      const uint64_t sk_bytes =
+          build.stream_k ? static_cast<uint64_t>(checked::add(checked::mul(sk_slots, sk_slot, "stream-K scratch"),
+                                                              checked::mul(sk_slots, 16, "stream-K flags"), "stream-K scratch"))
+                         : 0;
+      with_fp16_copies(
+          dev, stream, {{b, b_sf, dm.n, "b"}}, dm.k, build, gx, gy,
+          [&](void* const* c) {
+            svdq_k::Sm90WsParams wp = fp16_b_params(c[0]);
+            if (build.stream_k) {
+              wp.sk_acc = static_cast<float*>(c[1]);
+              wp.sk_flags = reinterpret_cast<svdq_k::u64*>(static_cast<char*>(c[1]) + sk_slots * sk_slot);
+              wp.epoch = next_epoch();
+            }
+            return wp;
+          },
+          sk_bytes);
       return;
     }
     // The build writing most of the copy itself: the copy launch writes the column tiles its first wave of tiles

@@ -86,7 +86,7 @@ Build sm90(const std::string& id, int stages) {
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
               int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false,
               bool lean = false, bool fuse_b = false, bool split_b = false, bool pairs = false, int d_bufs = 1,
-              bool epi_tma = false) {
+              bool epi_tma = false, bool stream_k = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -109,6 +109,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.pairs = pairs;
   b.d_bufs = d_bufs;
   b.epi_tma = epi_tma;
+  b.stream_k = stream_k;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
@@ -309,6 +310,10 @@ std::vector<Build> make_builds() {
       // rank tile 1's d tile is loaded during the main loop.
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               false, false, true, 2, true),
+      // The pairs / TMA-store-epilogue form with the stream-K tail: no SM idle in a partial last round (e.g. 9216 x
+      // 3072: 864 tiles are 6.55 rounds of 132, which whole tiles take 7 rounds for).
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
+              false, false, true, 1, true, true),
       // The pairs / TMA-store-epilogue form with FUSE_B: the copy launch writes only the column tiles of the first
       // wave (column-major raster), warp 3 of every CTA the others (between its tile stores) while that wave runs.
       // Measured no faster than the copy launch + `_pairs_epi` (0.3-1.4% slower): each column tile converted inside
@@ -383,6 +388,7 @@ std::string Build::description() const {
       if (pairs) os << "fragments in the pairs order (half a code word per quad lane and K group), ";
       if (d_bufs > 1) os << d_bufs << " d buffers for the rank steps, ";
       if (epi_tma) os << "the output tile staged in smem and stored by TMA from warp 3 while the consumers go on, ";
+      if (stream_k) os << "the last two rounds of tiles split over the CTAs by K tiles (stream-K, partial sums handed on), ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::Sm90Swap:
@@ -551,16 +557,17 @@ std::string render(const Build& b) {
       break;
     case Program::Sm90Ws: {
       // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B, PAIRS, DBUFS,
-      // EPI_TMA) up to the last one that
+      // EPI_TMA, SK) up to the last one that
       // differs from its default, so builds from before an argument existed render as before (same content hash).
       auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
       const std::pair<std::string, std::string> args[] = {
           {flag(b.fp16_b), "false"}, {std::to_string(b.cluster), "1"}, {std::to_string(b.a_tiles), "0"},
           {flag(b.fp16_a), "false"}, {flag(b.persistent), "false"},  {flag(b.a_ss), "false"},
           {flag(b.lean), "false"},   {flag(b.fuse_b), "false"},  {flag(b.split_b), "false"},
-          {flag(b.pairs), "false"},  {std::to_string(b.d_bufs), "1"}, {flag(b.epi_tma), "false"}};
+          {flag(b.pairs), "false"},  {std::to_string(b.d_bufs), "1"}, {flag(b.epi_tma), "false"},
+          {flag(b.stream_k), "false"}};
       int named = 0;
-      for (int i = 0; i < 12; ++i)
+      for (int i = 0; i < 13; ++i)
         if (args[i].first != args[i].second) named = i + 1;
       std::string ws_tail;
       for (int i = 0; i < named; ++i) ws_tail += ", " + args[i].first;

@@ -74,6 +74,9 @@ struct Build {
   bool pairs = false;
   int d_bufs = 1;  // Sm90Ws (fp16_b, lean): d buffers of the SS rank steps (2: rank tile 1's d loaded ahead)
   bool epi_tma = false;  // Sm90Ws (persistent lean FP16-B): output tile staged in smem, TMA-stored by warp 3
+  // Sm90Ws (epi_tma, neither fuse_b nor split_b): the stream-K tail (kernels/common/smxx_stream_k.cuh): the tiles of
+  // the last two rounds split evenly over the CTAs by K tiles, partial sums handed on in scratch.
+  bool stream_k = false;
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block

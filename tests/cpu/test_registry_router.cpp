@@ -335,7 +335,7 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
     EXPECT_EQ(reg::dequant_fp16_for(b).id, b.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16") << b.id;
     pairs_builds += b.pairs ? 1 : 0;
   }
-  EXPECT_EQ(pairs_builds, 8);
+  EXPECT_EQ(pairs_builds, 9);
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
@@ -453,6 +453,12 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(epi_fuse.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 4 * 8);
   EXPECT_LE(epi_fuse.smem_bytes, reg::max_smem_optin_for_cc(90));
   EXPECT_EQ(&reg::dequant_fp16_for(epi_fuse), &reg::build_by_id("smxx_dequant_fp16_pairs"));
+  // Its stream-K form: the 17th argument, nothing else.
+  const reg::Build& epi_sk = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
+  EXPECT_EQ(targs(epi_sk), "256, 6, 4, 1, true, 1, 0, false, true, false, true, false, false, true, 1, true, true");
+  EXPECT_EQ(epi_sk.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes);
+  EXPECT_NE(epi_sk.description().find("stream-K"), std::string::npos);
+  for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.stream_k || (b.epi_tma && !b.fuse_b && !b.split_b)) << b.id;
   // Its second d buffer is a staging box: two barriers more, no more shared memory.
   const reg::Build& epi_d2 = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2");
   EXPECT_EQ(targs(epi_d2), "256, 6, 4, 1, true, 1, 0, false, true, false, true, false, false, true, 2, true");

@@ -1,6 +1,12 @@
 // The SPEC §2 tail-split rule: reference values, H200's 132 SMs, edges and errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/smxx_stream_k.cuh"
 #include "router/schedule.hpp"
 #include "svdq/error.hpp"
 
@@ -54,4 +60,100 @@ TEST(TailSplit, BadArgumentsAndOverflow) {
   } catch (const svdq::Error& e) {
     EXPECT_EQ(e.code(), svdq::ErrorCode::Overflow);
   }
+}
+
+// The stream-K tail of the persistent sm_90a program (kernels/common/smxx_stream_k.cuh): every (tile, K tile) unit
+// walked exactly once; a tile cut at most once, its head [0, x) by CTA b - 1, its tail [x, KT) by CTA b as that
+// CTA's last segment; whole tiles b + i G first; the stream-K ranges within one K tile of each other.
+namespace {
+void check_stream_k(int tiles, int ctas, int kt) {
+  SCOPED_TRACE("tiles " + std::to_string(tiles) + ", ctas " + std::to_string(ctas) + ", kt " + std::to_string(kt));
+  const svdq_k::SkSchedule s = svdq_k::SkSchedule::make(tiles, ctas, kt);
+  std::vector<int> seen(static_cast<size_t>(tiles) * kt, 0);
+  std::vector<int> head_of(tiles, -1), tail_of(tiles, -1);
+  long long min_sk = 1LL << 60, max_sk = 0;
+  for (int b = 0; b < ctas; ++b) {
+    long long sk_units = 0;
+    const int n = s.segments(b);
+    for (int i = 0; i < n; ++i) {
+      int t = -1, kb = -1, ke = -1;
+      s.segment(b, i, t, kb, ke);
+      ASSERT_GE(t, 0);
+      ASSERT_LT(t, tiles);
+      ASSERT_LE(0, kb);
+      ASSERT_LT(kb, ke);
+      ASSERT_LE(ke, kt);
+      for (int k = kb; k < ke; ++k) ++seen[static_cast<size_t>(t) * kt + k];
+      if (i < s.whole(b)) {
+        EXPECT_EQ(t, b + i * ctas);
+        EXPECT_TRUE(kb == 0 && ke == kt);
+      } else {
+        sk_units += ke - kb;
+      }
+      if (ke < kt) {  // a head: kb = 0, the first stream-K segment of its CTA
+        EXPECT_EQ(kb, 0);
+        EXPECT_EQ(i, s.whole(b));
+        head_of[t] = b;
+      }
+      if (kb > 0) {  // a tail: the CTA's last segment
+        EXPECT_EQ(i, n - 1);
+        tail_of[t] = b;
+      }
+    }
+    if (s.units > 0) {
+      min_sk = std::min(min_sk, sk_units);
+      max_sk = std::max(max_sk, sk_units);
+      EXPECT_GE(sk_units, kt);
+    }
+  }
+  for (size_t u = 0; u < seen.size(); ++u) ASSERT_EQ(seen[u], 1) << "unit " << u;
+  for (int t = 0; t < tiles; ++t) {
+    EXPECT_EQ(head_of[t] < 0, tail_of[t] < 0) << "tile " << t;
+    if (head_of[t] >= 0) EXPECT_EQ(tail_of[t], head_of[t] + 1) << "tile " << t;
+  }
+  if (s.units > 0) EXPECT_LE(max_sk - min_sk, 1);
+}
+}  // namespace
+
+TEST(StreamK, H200SuiteGrids) {
+  // 128 x 256 tiles, K tiles of 64.
+  const svdq_k::SkSchedule a = svdq_k::SkSchedule::make(864, 132, 48);  // 9216 x 3072 x 3072: 6.55 rounds
+  EXPECT_EQ(a.dp, 660);                                                 // 5 rounds whole
+  EXPECT_EQ(a.units, 204LL * 48);                                       // 1.55 rounds by K tiles
+  EXPECT_EQ(a.whole(0), 5);
+  EXPECT_EQ(a.segments(0), 5 + 2);  // units [0, 74): tiles 660 (whole, 48) and 661 (head of 26)
+  int t, kb, ke;
+  a.segment(0, 5, t, kb, ke);
+  EXPECT_EQ(t, 661);
+  EXPECT_EQ(kb, 0);
+  EXPECT_EQ(ke, 26);
+  a.segment(0, 6, t, kb, ke);
+  EXPECT_EQ(t, 660);
+  EXPECT_EQ(kb, 0);
+  EXPECT_EQ(ke, 48);
+  a.segment(1, 5, t, kb, ke);  // units [74, 148): head of 663 (4 K tiles), whole 662, tail of 661 (26..48)
+  EXPECT_EQ(t, 663);
+  EXPECT_EQ(ke, 4);
+  a.segment(1, 7, t, kb, ke);
+  EXPECT_EQ(t, 661);
+  EXPECT_EQ(kb, 26);
+  EXPECT_EQ(ke, 48);
+  const svdq_k::SkSchedule b = svdq_k::SkSchedule::make(384, 132, 48);  // 4096 x 3072 x 3072: 2.91 rounds
+  EXPECT_EQ(b.dp, 132);
+  EXPECT_EQ(b.units, 252LL * 48);
+  // Whole rounds, or less than one: every tile whole.
+  for (const auto& [tiles, kt] : {std::pair{1584, 48}, std::pair{132, 48}, std::pair{100, 48}, std::pair{264, 192}}) {
+    const svdq_k::SkSchedule w = svdq_k::SkSchedule::make(tiles, 132, kt);
+    EXPECT_EQ(w.dp, tiles);
+    EXPECT_EQ(w.units, 0);
+    EXPECT_EQ(w.segments(0), (tiles + 131) / 132);
+  }
+  EXPECT_EQ(svdq_k::SkSchedule::make(200, 132, 1).units, 0);  // one K tile: nothing to split
+}
+
+TEST(StreamK, EveryUnitOnceOverManyGrids) {
+  for (int ctas : {1, 2, 7, 132})
+    for (int kt : {1, 2, 3, 17, 48, 192})
+      for (int tiles : {1, 2, 5, ctas - 1, ctas, ctas + 1, 2 * ctas - 1, 2 * ctas + 1, 3 * ctas + ctas / 2, 7 * ctas + 5})
+        if (tiles >= 1) check_stream_k(tiles, ctas, kt);
 }

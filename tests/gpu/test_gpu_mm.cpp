@@ -337,6 +337,36 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
   }
 }
 
+// The stream-K build (the last two rounds of tiles split over the CTAs by K tiles, partial sums handed from CTA to
+// CTA) gives the bytes of its whole-tile twin: 2000 x 3072 (192 tiles on 132 CTAs: all stream-K), 9216 x 3072 (5
+// rounds whole, 204 tiles stream-K), K = 128 (two K tiles: cuts after the first), K = 1056 with a K tail of 32,
+// one K tile (no split), whole rounds (264 tiles), fewer tiles than SMs; three runs in a row (recycled scratch).
+TEST(GpuMmDeterminism, StreamKMatchesWholeTiles) {
+  SVDQ_REQUIRE_GPU();
+  const svdq::DeviceInfo info = svdq::current_device_info();
+  if (info.cc_major * 10 + info.cc_minor != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only";
+  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
+  for (const Shape& s : {make_shape(2000, 3072, 3072, 32, true), make_shape(9216, 3072, 3072, 128, true),
+                         make_shape(1409, 3072, 128, 32, false), make_shape(4096, 3104, 1056, 64, true),
+                         make_shape(2000, 3072, 32, 16, true), make_shape(2816, 3072, 160, 32, true),
+                         make_shape(300, 3072, 3072, 32, true)}) {
+    SCOPED_TRACE(s.str());
+    Problem p(s, seed_for(s, 2011));
+    force.set("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
+    p.poison_output();
+    p.run();
+    const std::vector<uint16_t> ref = p.download_output();
+    force.set("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
+    for (int run = 0; run < 3; ++run) {
+      p.poison_output();
+      p.run();
+      EXPECT_TRUE(same_bytes(p.download_output(), ref, [&](int64_t i) {
+        return "row " + std::to_string(i / s.n) + ", column " + std::to_string(i % s.n);
+      })) << "run " << run;
+    }
+  }
+}
+
 // Raster groups (and the persistent tile loop) reorder which CTA computes which tile, never a tile's bytes: the
 // warp-specialized builds without clusters give the same output under SVDQ_RASTER = 0, 3 (a partial last group:
 // 16 row tiles), 16 and 4096 (one group), and the same as the portable build (the output is poisoned before each
@@ -356,7 +386,8 @@ TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
   for (const char* id : {"sm90_ws16a_bn256_s4_b4", "sm90_ws16a_bn256_s4_b4_pers", "sm90_ws16_bn256_s8_b5",
                          "sm90_ws16_bn256_s8_b5_lean_pers_fuse", "sm90_ws16_bn256_s8_b5_lean_pers_pairs",
                          "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi",
-                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse"}) {
+                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse",
+                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk"}) {
     force.set(id);
     for (const char* g : {"0", "3", "16", "4096"}) {
       raster.set(g);
