@@ -5,11 +5,11 @@
 // the tiles of all rounds but the last two are walked whole (dp = (T / G - 1) G of them, tile b + i G by CTA b), and
 // the K tiles of the other T - dp (between G and 2 G tiles, in tile-major order) are split evenly: CTA b takes units
 // [b U / G, (b + 1) U / G) of U = (T - dp) KT. A range is at least KT long, so a tile is cut at most once: its head
-// K tiles [0, x) by CTA b - 1, its tail [x, KT) by CTA b. Each CTA walks its range's tiles in reverse order: its
-// first stream-K segment is the head of the tile its range ends in (FP32 partial sums stored for CTA b + 1), its
-// last the tail of the tile its range starts in, continued from CTA b - 1's stored partial sums (whose head that
-// CTA computed first). The tail's CTA carries the sums on in the same registers through the same K order, then the
-// rank steps and the epilogue: the bits are those of the whole tile's walk.
+// K tiles [0, x) by CTA b - 1, its tail [x, KT) by CTA b. Each CTA first computes its head (of the tile its range
+// ends in; FP32 partial sums stored for CTA b + 1), then its whole tiles, and last its tail (of the tile its range
+// starts in), continued from CTA b - 1's stored partial sums, computed at that CTA's start. The tail's CTA carries
+// the sums on through the same K order, then the rank steps and the epilogue: the bits are those of the whole
+// tile's walk. A CTA waits only for a lower-numbered one that started before it (blocks are dispatched in order).
 #pragma once
 #include "common/smxx_hd.cuh"
 
@@ -33,28 +33,42 @@ struct SkSchedule {
     return s;
   }
   SVDQ_HD i64 lo(int b) const { return (i64)b * units / ctas; }
-  SVDQ_HD int whole(int b) const { return b < dp ? (dp - 1 - b) / ctas + 1 : 0; }  // CTA b's whole tiles
-  // Segments of CTA b: its whole tiles, then the tiles its stream-K range touches.
-  SVDQ_HD int segments(int b) const {
-    if (units == 0) return whole(b);
-    const i64 l = lo(b), h = lo(b + 1);
-    return whole(b) + (int)((h - 1) / kt - l / kt) + 1;
+  SVDQ_HD int whole(int b) const { return b < dp ? (dp - 1 - b) / ctas + 1 : 0; }  // CTA b's whole tiles of 0..dp-1
+  // CTA b cuts the tile its range ends in (its head, K tiles [0, x)) / continues the one it starts in (its tail).
+  SVDQ_HD bool has_head(int b) const { return units > 0 && lo(b + 1) % kt != 0; }
+  SVDQ_HD bool has_tail(int b) const { return units > 0 && lo(b) % kt != 0; }
+  // Whole stream-K tiles of CTA b: those its range covers entirely.
+  SVDQ_HD int sk_whole(int b) const {
+    if (units == 0) return 0;
+    const i64 first = (lo(b) + kt - 1) / kt, end = lo(b + 1) / kt;
+    return (int)(end - first);
   }
-  // Segment i of CTA b: output tile, K tiles [kb, ke).
+  SVDQ_HD int segments(int b) const { return (has_head(b) ? 1 : 0) + whole(b) + sk_whole(b) + (has_tail(b) ? 1 : 0); }
+  // Segment i of CTA b: output tile, K tiles [kb, ke). In order: the head, the whole tiles b, b + ctas, ... below
+  // dp, the whole stream-K tiles, the tail.
   SVDQ_HD void segment(int b, int i, int& tile, int& kb, int& ke) const {
-    const int w = whole(b);
-    if (i < w) {
+    const i64 l = lo(b), h = lo(b + 1);
+    kb = 0;
+    ke = kt;
+    if (has_head(b)) {
+      if (i == 0) {
+        tile = dp + (int)(h / kt);
+        ke = (int)(h % kt);
+        return;
+      }
+      --i;
+    }
+    if (i < whole(b)) {
       tile = b + i * ctas;
-      kb = 0;
-      ke = kt;
       return;
     }
-    const i64 l = lo(b), h = lo(b + 1);
-    const i64 u = (h - 1) / kt - (i - w);  // stream-K tile index, last first
-    tile = dp + (int)u;
-    const i64 t0 = u * kt;
-    kb = (int)(l > t0 ? l - t0 : 0);
-    ke = (int)(h - t0 < kt ? h - t0 : kt);
+    i -= whole(b);
+    if (i < sk_whole(b)) {
+      tile = dp + (int)((l + kt - 1) / kt) + i;
+      return;
+    }
+    tile = dp + (int)(l / kt);  // the tail
+    kb = (int)(l % kt);
   }
 };
 

@@ -1241,37 +1241,16 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       }
     };
     if constexpr (SK) {
-      // Each segment: K tiles [kb, ke) of its tile on the sums so far (zeros, or CTA b - 1's partial sums of K tiles
-      // [0, kb) of the tile), then the rank steps and the epilogue (ke = num_main) or the partial sums stored for
-      // CTA b + 1. gp / gb: ring positions of the tile's K tile 0 (those of kb minus kb), as the lambdas index.
+      // The CTA's head (K tiles [0, ke) of the tile its range ends in: partial sums stored for CTA b + 1), its whole
+      // tiles (each as in the loop below), its tail (K tiles [kb, num_main) of the tile its range starts in, on CTA
+      // b - 1's partial sums). gp / gb: ring positions of the tile's K tile 0 (those of kb minus kb), as the lambdas
+      // index. Three straight paths, the whole tiles' loop as the persistent one: sums loaded inside a loop, or a
+      // join of loaded and zeroed sums before a K loop, made ptxas serialize every wgmma of the kernel (C7515), and
+      // a loop over segments of both kinds measured ~5% slower on whole tiles.
+      const bool head = sk.has_head((int)blockIdx.x), tail = sk.has_tail((int)blockIdx.x);
       const int wg = ct >> 7;
-      float* const part_out = P.sk_acc + (i64)(blockIdx.x + 1) * (256 * kAcc);
-      const float* const part_in = P.sk_acc + (i64)blockIdx.x * (256 * kAcc);
-      // Only a CTA's last segment can start past K tile 0 (its range's first tile, walked last): the loop's
-      // segments start from zeros, the last runs after it on one of two straight paths (loaded sums, or zeros).
-      // Sums loaded inside the loop, or a join of loaded and zeroed sums before the K loop, made ptxas serialize
-      // every wgmma of the kernel (C7515).
       int rp = 0, rb = 0;
-      auto run_segment = [&](int i, bool carry) {
-        int t, kb, ke;
-        seg(i, t, kb, ke);
-        set_tile(t);
-        if (carry) {  // CTA b - 1 stored them at its start: wait for this warpgroup's flag, then read them
-          const u64* flag = P.sk_flags + 2 * (i64)blockIdx.x + wg;
-          while (ld_relaxed_gpu_u64(flag) != P.epoch) __nanosleep(100);
-          fence_acq_rel_gpu();
-#pragma unroll
-          for (int j = 0; j < kAcc / 4; ++j) {
-            const float4 v = reinterpret_cast<const float4*>(part_in)[j * 256 + ct];
-            acc[4 * j] = v.x;
-            acc[4 * j + 1] = v.y;
-            acc[4 * j + 2] = v.z;
-            acc[4 * j + 3] = v.w;
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < kAcc; ++j) acc[j] = 0.0f;
-        }
+      auto k_loop = [&](int kb, int ke) {
         gp = rp - kb;
         gb = rb - kb;
         double_buffered_k_loop<BN>(
@@ -1279,29 +1258,56 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
             [&](int j, const u32* f) { issue(kb + j, f); }, [&](int j) { release_b(kb + j); });
         rp += ke - kb;
         rb += ke - kb;
-        if (ke == num_main) {
-          finish_tile();
-          rb += num_rank;
-          gd += num_rank;
-          ++nt;
-        } else {  // the partial sums, for CTA b + 1 (a whole warpgroup's stores, then its flag)
-          wgmma_wait_acc<BN, 0>(acc);
-          release_b(ke - 1);
-#pragma unroll
-          for (int j = 0; j < kAcc / 4; ++j)
-            reinterpret_cast<float4*>(part_out)[j * 256 + ct] =
-                make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-          fence_acq_rel_gpu();
-          named_barrier_sync(1 + wg, 128);
-          if ((ct & 127) == 0) st_relaxed_gpu_u64(P.sk_flags + 2 * (i64)(blockIdx.x + 1) + wg, P.epoch);
-        }
       };
-      for (int i = 0; i + 1 < num_segs; ++i) run_segment(i, false);
-      if (num_segs > 0) {
-        int t, kb, ke;
+      auto finish = [&] {
+        finish_tile();
+        rb += num_rank;
+        gd += num_rank;
+        ++nt;
+      };
+      int t, kb, ke;
+      if (head) {  // then a whole warpgroup's stores, its flag (release) for CTA b + 1
+        seg(0, t, kb, ke);
+        set_tile(t);
+        k_loop(0, ke);
+        wgmma_wait_acc<BN, 0>(acc);
+        release_b(ke - 1);
+        float* const out = P.sk_acc + (i64)(blockIdx.x + 1) * (256 * kAcc);
+#pragma unroll
+        for (int j = 0; j < kAcc / 4; ++j)
+          reinterpret_cast<float4*>(out)[j * 256 + ct] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+        fence_acq_rel_gpu();
+        if (wg == 0) named_barrier_sync(1, 128);
+        else named_barrier_sync(2, 128);
+        if ((ct & 127) == 0) st_relaxed_gpu_u64(P.sk_flags + 2 * (i64)(blockIdx.x + 1) + wg, P.epoch);
+#pragma unroll
+        for (int j = 0; j < kAcc; ++j) acc[j] = 0.0f;
+      }
+      for (int i = head ? 1 : 0; i < num_segs - (tail ? 1 : 0); ++i) {
+        seg(i, t, kb, ke);
+        set_tile(t);
+        k_loop(0, num_main);
+        finish();
+#pragma unroll
+        for (int j = 0; j < kAcc; ++j) acc[j] = 0.0f;
+      }
+      if (tail) {  // CTA b - 1 stored them first thing: this warpgroup's flag (acquire), then the sums
         seg(num_segs - 1, t, kb, ke);
-        if (kb > 0) run_segment(num_segs - 1, true);
-        else run_segment(num_segs - 1, false);
+        set_tile(t);
+        const u64* flag = P.sk_flags + 2 * (i64)blockIdx.x + wg;
+        while (ld_relaxed_gpu_u64(flag) != P.epoch) __nanosleep(100);
+        fence_acq_rel_gpu();
+        const float* const in = P.sk_acc + (i64)blockIdx.x * (256 * kAcc);
+#pragma unroll
+        for (int j = 0; j < kAcc / 4; ++j) {
+          const float4 v = reinterpret_cast<const float4*>(in)[j * 256 + ct];
+          acc[4 * j] = v.x;
+          acc[4 * j + 1] = v.y;
+          acc[4 * j + 2] = v.z;
+          acc[4 * j + 3] = v.w;
+        }
+        k_loop(kb, num_main);
+        finish();
       }
       return;
     } else if constexpr (PERSIST) {  // every tile of this CTA: its K loop, rank steps and epilogue, the rings running on

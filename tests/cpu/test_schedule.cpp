@@ -63,8 +63,8 @@ TEST(TailSplit, BadArgumentsAndOverflow) {
 }
 
 // The stream-K tail of the persistent sm_90a program (kernels/common/smxx_stream_k.cuh): every (tile, K tile) unit
-// walked exactly once; a tile cut at most once, its head [0, x) by CTA b - 1, its tail [x, KT) by CTA b as that
-// CTA's last segment; whole tiles b + i G first; the stream-K ranges within one K tile of each other.
+// walked exactly once; a tile cut at most once, its head [0, x) by CTA b - 1 as that CTA's first segment, its tail
+// [x, KT) by CTA b as its last; then the whole tiles b + i G; the stream-K ranges within one K tile of each other.
 namespace {
 void check_stream_k(int tiles, int ctas, int kt) {
   SCOPED_TRACE("tiles " + std::to_string(tiles) + ", ctas " + std::to_string(ctas) + ", kt " + std::to_string(kt));
@@ -74,7 +74,8 @@ void check_stream_k(int tiles, int ctas, int kt) {
   long long min_sk = 1LL << 60, max_sk = 0;
   for (int b = 0; b < ctas; ++b) {
     long long sk_units = 0;
-    const int n = s.segments(b);
+    const int n = s.segments(b), h0 = s.has_head(b) ? 1 : 0;
+    EXPECT_EQ(n, h0 + s.whole(b) + s.sk_whole(b) + (s.has_tail(b) ? 1 : 0));
     for (int i = 0; i < n; ++i) {
       int t = -1, kb = -1, ke = -1;
       s.segment(b, i, t, kb, ke);
@@ -84,19 +85,21 @@ void check_stream_k(int tiles, int ctas, int kt) {
       ASSERT_LT(kb, ke);
       ASSERT_LE(ke, kt);
       for (int k = kb; k < ke; ++k) ++seen[static_cast<size_t>(t) * kt + k];
-      if (i < s.whole(b)) {
-        EXPECT_EQ(t, b + i * ctas);
+      if (i >= h0 && i < h0 + s.whole(b)) {
+        EXPECT_EQ(t, b + (i - h0) * ctas);
         EXPECT_TRUE(kb == 0 && ke == kt);
       } else {
         sk_units += ke - kb;
       }
-      if (ke < kt) {  // a head: kb = 0, the first stream-K segment of its CTA
+      if (ke < kt) {  // a head: kb = 0, the CTA's first segment
         EXPECT_EQ(kb, 0);
-        EXPECT_EQ(i, s.whole(b));
+        EXPECT_EQ(i, 0);
+        EXPECT_TRUE(s.has_head(b));
         head_of[t] = b;
       }
       if (kb > 0) {  // a tail: the CTA's last segment
         EXPECT_EQ(i, n - 1);
+        EXPECT_TRUE(s.has_tail(b));
         tail_of[t] = b;
       }
     }
@@ -121,19 +124,25 @@ TEST(StreamK, H200SuiteGrids) {
   EXPECT_EQ(a.dp, 660);                                                 // 5 rounds whole
   EXPECT_EQ(a.units, 204LL * 48);                                       // 1.55 rounds by K tiles
   EXPECT_EQ(a.whole(0), 5);
-  EXPECT_EQ(a.segments(0), 5 + 2);  // units [0, 74): tiles 660 (whole, 48) and 661 (head of 26)
+  EXPECT_EQ(a.segments(0), 1 + 5 + 1);  // units [0, 74): the head of 661 (26 K tiles), 5 whole, 660 whole
   int t, kb, ke;
-  a.segment(0, 5, t, kb, ke);
+  a.segment(0, 0, t, kb, ke);
   EXPECT_EQ(t, 661);
   EXPECT_EQ(kb, 0);
   EXPECT_EQ(ke, 26);
+  a.segment(0, 1, t, kb, ke);
+  EXPECT_EQ(t, 0);
   a.segment(0, 6, t, kb, ke);
   EXPECT_EQ(t, 660);
   EXPECT_EQ(kb, 0);
   EXPECT_EQ(ke, 48);
-  a.segment(1, 5, t, kb, ke);  // units [74, 148): head of 663 (4 K tiles), whole 662, tail of 661 (26..48)
+  EXPECT_EQ(a.segments(1), 1 + 5 + 1 + 1);  // units [74, 148): head of 663 (4), 5 whole, 662 whole, tail of 661
+  a.segment(1, 0, t, kb, ke);
   EXPECT_EQ(t, 663);
   EXPECT_EQ(ke, 4);
+  a.segment(1, 6, t, kb, ke);
+  EXPECT_EQ(t, 662);
+  EXPECT_EQ(ke, 48);
   a.segment(1, 7, t, kb, ke);
   EXPECT_EQ(t, 661);
   EXPECT_EQ(kb, 26);
