@@ -96,6 +96,13 @@
 //       tiles and bias (a 512-byte bulk copy the epilogue reads). The 64 KiB of global stores per tile on the
 //       consumers' path had cost ~7% at K = 3072; these forms measured 2.6-7.1% faster on the 18 large suite rows
 //       (bench/results/2026-12-02_h200_epi_tma.md).
+//   SK (the EPI_TMA form without FUSE_B / SPLIT_B): the stream-K tail of common/smxx_stream_k.cuh. Each CTA runs
+//       its head (K tiles [0, x) of the tile its range ends in; the FP32 sums then stored in P.sk_acc slot b + 1 and
+//       flagged per consumer warpgroup with P.epoch), its whole tiles, and its tail (K tiles [x, num_main) of the
+//       tile its range starts in, on slot b's sums, then rank steps and epilogue); the producer, warp 1 (d tiles,
+//       bias: finishing segments only) and warp 3 (stores) walk the same segments. Same bits as whole tiles (GPU
+//       tests). Measured slower than the routed EPI_TMA build before the O(1) segment bookkeeping
+//       (bench/results/2026-12-03_h200_stream_k.md), unrouted.
 #pragma once
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"
