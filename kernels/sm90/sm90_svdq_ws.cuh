@@ -1249,8 +1249,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       // tiles (each as in the loop below), its tail (K tiles [kb, num_main) of the tile its range starts in, on CTA
       // b - 1's partial sums). gp / gb: ring positions of the tile's K tile 0 (those of kb minus kb), as the lambdas
       // index. Three straight paths, the whole tiles' loop as the persistent one: sums loaded inside a loop, or a
-      // join of loaded and zeroed sums before a K loop, made ptxas serialize every wgmma of the kernel (C7515), and
-      // a loop over segments of both kinds measured ~5% slower on whole tiles.
+      // join of loaded and zeroed sums before a K loop, made ptxas serialize every wgmma of the kernel (C7515).
       const bool head = sk_head != 0, tail = sk.has_tail((int)blockIdx.x);
       const int wg = ct >> 7;
       int rp = 0, rb = 0;
