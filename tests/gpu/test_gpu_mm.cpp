@@ -30,6 +30,11 @@ std::string shape_name(const Shape& s) {
          std::to_string(s.rank) + "_b" + (s.bias ? "1" : "0");
 }
 
+// Names output element i of an M x n output for same_bytes.
+auto output_cell(int64_t n) {
+  return [n](int64_t i) { return "row " + std::to_string(i / n) + ", column " + std::to_string(i % n); };
+}
+
 uint64_t seed_for(const Shape& s, uint64_t salt) {
   return test_seed(salt ^ (static_cast<uint64_t>(s.m) * 1000003u + static_cast<uint64_t>(s.n) * 10007u +
                            static_cast<uint64_t>(s.k) * 101u + static_cast<uint64_t>(s.rank) * 3u + (s.bias ? 1 : 0)));
@@ -311,9 +316,7 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
                          make_shape(4096, 3072, 1056, 32, true)}) {
     SCOPED_TRACE(s.str());
     Problem p(s, seed_for(s, 2010));
-    const auto where = [&](int64_t i) {
-      return "row " + std::to_string(i / s.n) + ", column " + std::to_string(i % s.n);
-    };
+    const auto where = output_cell(s.n);
     for (const auto& [twin, fused] : builds) {
       force.set(twin);
       p.poison_output();
@@ -360,9 +363,7 @@ TEST(GpuMmDeterminism, StreamKMatchesWholeTiles) {
     for (int run = 0; run < 3; ++run) {
       p.poison_output();
       p.run();
-      EXPECT_TRUE(same_bytes(p.download_output(), ref, [&](int64_t i) {
-        return "row " + std::to_string(i / s.n) + ", column " + std::to_string(i % s.n);
-      })) << "run " << run;
+      EXPECT_TRUE(same_bytes(p.download_output(), ref, output_cell(s.n))) << "run " << run;
     }
   }
 }
