@@ -4,6 +4,7 @@
 # Usage: SHAPE=129x3072x3072:r32:b0 [TAG=name] [SVDQ_FORCE_BUILD=id] [SKIP=n] [COUNT=n] [METRICS=a,b,...]
 #        bash scripts/device_ncu.sh [bin_dir]
 #   SKIP / COUNT: svdq launches to skip / profile (default 0 / 4: the warm-up op and one timed op, copy + GEMM each).
+#   SOURCE=1: a third pass, per-instruction stall samples (SourceCounters) as CSV, <TAG>_src.csv.
 #   The sections run first; METRICS (raw metric names) in a second pass, so a name this ncu lacks fails that pass only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,12 @@ status=0
 ncu "${common[@]}" --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
   --section LaunchStats --section Occupancy -o "$OUT/$TAG" "${run[@]}" > "$OUT/$TAG.run.log" 2>&1 || status=1
 ncu -i "$OUT/$TAG.ncu-rep" --page details > "$OUT/$TAG.txt" 2>&1 || status=1
+if [ "${SOURCE:-0}" = 1 ]; then  # per-SASS-instruction warp stall samples of the first GEMM launch
+  ncu --clock-control none --cache-control all --kernel-name "regex:^svdq_sm90" --launch-count 1 \
+    --section WarpStateStats --section SourceCounters -o "$OUT/${TAG}_src" "${run[@]}" \
+    > "$OUT/${TAG}_src.run.log" 2>&1 || status=1
+  ncu -i "$OUT/${TAG}_src.ncu-rep" --page source --csv --print-source sass > "$OUT/${TAG}_src.csv" 2>&1 || status=1
+fi
 if [ -n "${METRICS:-}" ]; then
   ncu "${common[@]}" --metrics "$METRICS" "${run[@]}" > "$OUT/${TAG}_metrics.txt" 2>&1 || status=1
 fi

@@ -46,8 +46,8 @@ struct Sm90WsParams {
   // launch) writes rows 0 .. 64 fuse_u0 - 1, the column tiles of the first wave of tiles.
   int fuse_u0;
   // sm90_svdq_ws SK: CTA b + 1's partial FP32 sums of the tile CTA b cuts (slot b + 1: 256 threads x BN / 2 floats,
-  // float4 j of thread t at j * 256 + t) and a flag per slot and consumer warpgroup set to `epoch` (release) once
-  // they are stored; [gridDim.x + 1] slots, [2 (gridDim.x + 1)] flags.
+  // float4 j of thread t at j * 256 + t) and a flag per slot set to `epoch` (release) once they are stored;
+  // [gridDim.x + 1] slots and flags.
   float* sk_acc;
   u64* sk_flags;
 };

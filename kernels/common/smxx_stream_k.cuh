@@ -18,8 +18,9 @@ namespace svdq_k {
 struct SkSchedule {
   int tiles = 0, ctas = 1, kt = 1;
   int dp = 0;     // tiles walked whole (a multiple of ctas, or all of them)
-  i64 units = 0;  // K tiles of the stream-K tiles dp..tiles-1
-
+  int units = 0;  // K tiles of the stream-K tiles dp..tiles-1
+  // 32-bit arithmetic: every thread computes its CTA's segments at the start, and 64-bit divisions there (a
+  // subroutine each) held up the first loads. A grid whose ctas x units would not fit walks whole tiles.
   SVDQ_HD static SkSchedule make(int tiles, int ctas, int kt) {
     SkSchedule s;
     s.tiles = tiles;
@@ -27,12 +28,16 @@ struct SkSchedule {
     s.kt = kt;
     s.dp = tiles;
     if (tiles > ctas && tiles % ctas != 0 && kt >= 2) {
-      s.dp = (tiles / ctas - 1) * ctas;
-      s.units = (i64)(tiles - s.dp) * kt;
+      const int dp = (tiles / ctas - 1) * ctas;
+      const unsigned long long units = (unsigned long long)(tiles - dp) * (unsigned)kt;
+      if (units * (unsigned)(ctas + 1) < (1ull << 32)) {
+        s.dp = dp;
+        s.units = (int)units;
+      }
     }
     return s;
   }
-  SVDQ_HD i64 lo(int b) const { return (i64)b * units / ctas; }
+  SVDQ_HD u32 lo(int b) const { return (u32)b * (u32)units / (u32)ctas; }
   SVDQ_HD int whole(int b) const { return b < dp ? (dp - 1 - b) / ctas + 1 : 0; }  // CTA b's whole tiles of 0..dp-1
   // CTA b cuts the tile its range ends in (its head, K tiles [0, x)) / continues the one it starts in (its tail).
   SVDQ_HD bool has_head(int b) const { return units > 0 && lo(b + 1) % kt != 0; }
@@ -40,14 +45,14 @@ struct SkSchedule {
   // Whole stream-K tiles of CTA b: those its range covers entirely.
   SVDQ_HD int sk_whole(int b) const {
     if (units == 0) return 0;
-    const i64 first = (lo(b) + kt - 1) / kt, end = lo(b + 1) / kt;
+    const u32 first = (lo(b) + kt - 1) / kt, end = lo(b + 1) / kt;
     return (int)(end - first);
   }
   SVDQ_HD int segments(int b) const { return (has_head(b) ? 1 : 0) + whole(b) + sk_whole(b) + (has_tail(b) ? 1 : 0); }
   // Segment i of CTA b: output tile, K tiles [kb, ke). In order: the head, the whole tiles b, b + ctas, ... below
   // dp, the whole stream-K tiles, the tail.
   SVDQ_HD void segment(int b, int i, int& tile, int& kb, int& ke) const {
-    const i64 l = lo(b), h = lo(b + 1);
+    const u32 l = lo(b), h = lo(b + 1);
     kb = 0;
     ke = kt;
     if (has_head(b)) {

@@ -97,12 +97,11 @@
 //       consumers' path had cost ~7% at K = 3072; these forms measured 2.6-7.1% faster on the 18 large suite rows
 //       (bench/results/2026-12-02_h200_epi_tma.md).
 //   SK (the EPI_TMA form without FUSE_B / SPLIT_B): the stream-K tail of common/smxx_stream_k.cuh. Each CTA runs
-//       its head (K tiles [0, x) of the tile its range ends in; the FP32 sums then stored in P.sk_acc slot b + 1 and
-//       flagged per consumer warpgroup with P.epoch), its whole tiles, and its tail (K tiles [x, num_main) of the
-//       tile its range starts in, on slot b's sums, then rank steps and epilogue); the producer, warp 1 (d tiles,
-//       bias: finishing segments only) and warp 3 (stores) walk the same segments. Same bits as whole tiles (GPU
-//       tests). Measured slower than the routed EPI_TMA build before the O(1) segment bookkeeping
-//       (bench/results/2026-12-03_h200_stream_k.md), unrouted.
+//       its head (K tiles [0, x) of the tile its range ends in; the FP32 sums then stored in P.sk_acc slot b + 1,
+//       which warp 2 flags with P.epoch), its whole tiles, and its tail (K tiles [x, num_main) of the tile its range
+//       starts in, on slot b's sums, which the producer prefetches into L2; then rank steps and epilogue); the
+//       producer, warp 1 (d tiles, bias: finishing segments only) and warp 3 (stores) walk the same segments. Same
+//       bits as whole tiles (GPU tests). Measurements: bench/results/2026-12-03_h200_stream_k.md.
 #pragma once
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"
@@ -151,7 +150,7 @@ struct Sm90WsConfig {
   static constexpr int kOffBars = kOffBias + (EPI_TMA ? BN * 2 : 0);
   // + slack for 1024-byte alignment
   static constexpr int kSmem =
-      kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + 2 * kDBufs + (FUSE_B ? BSTAGES : 0) + (EPI_TMA ? 3 : 0)) * 8 +
+      kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + 2 * kDBufs + (FUSE_B ? BSTAGES : 0) + (EPI_TMA ? 3 : 0) + (SK ? 1 : 0)) * 8 +
       1024;
   // DQ_WGS = 0: B rows 0..127 belong to the dequant warpgroup (one per thread), the rest (rows 128..BN-1) to the
   // 256 consumer threads, kCWords words (8 codes each) per thread.
@@ -286,6 +285,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // EPI_TMA: staged (the consumer warps have written a tile into the staging area), stage_free (warp 3's TMA stores
   // of it have read it), bias_full (the tile's bias values have landed); stage: the area's first box.
   const u32 staged = b_ok + 8 * (FUSE_B ? BSTAGES : 0), stage_free = staged + 8, bias_full = stage_free + 8;
+  // SK: sk_stored (every consumer warp has stored its share of the head's partial sums; warp 2 then publishes them)
+  const u32 sk_stored = bias_full + 8;
   const u32 stage = base + C::kOffStage, bias_buf = base + C::kOffBias;
   // d buffer s (EPI_TMA: buffer 1 is the staging area's first box).
   auto dbuf = [&](int s) { return EPI_TMA && s == 1 ? stage : dtile + (u32)s * 128 * 128; };
@@ -353,6 +354,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       mbar_init(staged, 8);      // every consumer warp
       mbar_init(stage_free, 1);  // warp 3's lane 0
       mbar_init(bias_full, 1);   // warp 1's lane 0 (and the bias bytes)
+    }
+    if constexpr (SK) {
+      mbar_init(sk_stored, 8);  // every consumer warp
     }
     mbar_init_fence();
   }
@@ -716,6 +720,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
             seg(i, t, kb, ke);
             set_tile(t);
             const int n = ke - kb, nb = n + (ke == num_main ? num_rank : 0);
+            // The tail's partial sums (stored by CTA b - 1 a tile or more ago, since evicted from L2 as often as
+            // not) into L2 while this segment's first loads are on their way.
+            if (kb > 0) bulk_prefetch_l2(P.sk_acc + (i64)blockIdx.x * (128 * BN), 128 * BN * 4);
             int early = 0;
             if (i == 0) {  // (as below: the first packed slots before the wait for the copy launch)
               early = n < STAGES ? n : STAGES;
@@ -830,6 +837,17 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       }
       if constexpr (FUSE_B) {
         if (tid >= 64) fused_b16_warp(tid >= 96);  // warp 2: when B tiles may be loaded, warp 3: converting B
+      }
+      if constexpr (SK) {
+        // Warp 2's lane 0 publishes the head's partial sums for CTA b + 1 once every consumer warp has stored its
+        // share (sk_stored): the release fence here, off the consumers' path (their own fences had each wait for
+        // its 32 stores, ~2 us of tensor-core time per CTA), orders those stores, which the barrier's arrivals
+        // (release, CTA scope) made visible to this thread, before the flag.
+        if (tid == 64 && sk_head) {
+          mbar_wait(sk_stored, 0);
+          fence_acq_rel_gpu();
+          st_relaxed_gpu_u64(P.sk_flags + blockIdx.x + 1, P.epoch);
+        }
       }
       if constexpr (SPLIT_B) {
         if (tid == 64) {  // the B ring: FP16 B tiles (the copy launch's output: after its end) and l1
@@ -1251,7 +1269,6 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       // index. Three straight paths, the whole tiles' loop as the persistent one: sums loaded inside a loop, or a
       // join of loaded and zeroed sums before a K loop, made ptxas serialize every wgmma of the kernel (C7515).
       const bool head = sk_head != 0, tail = sk.has_tail((int)blockIdx.x);
-      const int wg = ct >> 7;
       int rp = 0, rb = 0;
       auto k_loop = [&](int kb, int ke) {
         gp = rp - kb;
@@ -1269,7 +1286,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         ++nt;
       };
       int t, kb, ke;
-      if (head) {  // then a whole warpgroup's stores, its flag (release) for CTA b + 1
+      if (head) {  // then the stores, handed to warp 2, which publishes them for CTA b + 1
         seg(0, t, kb, ke);
         set_tile(t);
         k_loop(0, ke);
@@ -1279,10 +1296,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 #pragma unroll
         for (int j = 0; j < kAcc / 4; ++j)
           reinterpret_cast<float4*>(out)[j * 256 + ct] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-        fence_acq_rel_gpu();
-        if (wg == 0) named_barrier_sync(1, 128);
-        else named_barrier_sync(2, 128);
-        if ((ct & 127) == 0) st_relaxed_gpu_u64(P.sk_flags + 2 * (i64)(blockIdx.x + 1) + wg, P.epoch);
+        __syncwarp();  // the warp's stores, before lane 0's arrival (release) hands them to warp 2
+        if (lane == 0) mbar_arrive(sk_stored);
 #pragma unroll
         for (int j = 0; j < kAcc; ++j) acc[j] = 0.0f;
       }
@@ -1294,10 +1309,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
 #pragma unroll
         for (int j = 0; j < kAcc; ++j) acc[j] = 0.0f;
       }
-      if (tail) {  // CTA b - 1 stored them first thing: this warpgroup's flag (acquire), then the sums
+      if (tail) {  // CTA b - 1 stored them first thing: its flag (acquire), then the sums (the producer prefetched)
         seg(num_segs - 1, t, kb, ke);
         set_tile(t);
-        const u64* flag = P.sk_flags + 2 * (i64)blockIdx.x + wg;
+        const u64* flag = P.sk_flags + blockIdx.x;
         while (ld_relaxed_gpu_u64(flag) != P.epoch) __nanosleep(100);
         fence_acq_rel_gpu();
         const float* const in = P.sk_acc + (i64)blockIdx.x * (256 * kAcc);

@@ -200,11 +200,11 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       return wp;
     };
     if (!build.fuse_b) {  // the copy by a smxx_dequant_fp16 launch before the GEMM
-      // Stream-K: gx + 1 slots of partial sums (256 threads x bn / 2 floats), then two flags per slot.
+      // Stream-K: gx + 1 slots of partial sums (256 threads x bn / 2 floats), then a flag per slot.
       const int64_t sk_slot = int64_t(256) * (build.bn / 2) * 4, sk_slots = int64_t(gx) + 1;
       const uint64_t sk_bytes =
           build.stream_k ? static_cast<uint64_t>(checked::add(checked::mul(sk_slots, sk_slot, "stream-K scratch"),
-                                                              checked::mul(sk_slots, 16, "stream-K flags"), "stream-K scratch"))
+                                                              checked::mul(sk_slots, 8, "stream-K flags"), "stream-K scratch"))
                          : 0;
       with_fp16_copies(
           dev, stream, {{b, b_sf, dm.n, "b"}}, dm.k, build, gx, gy,

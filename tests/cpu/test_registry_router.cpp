@@ -453,10 +453,10 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(epi_fuse.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 4 * 8);
   EXPECT_LE(epi_fuse.smem_bytes, reg::max_smem_optin_for_cc(90));
   EXPECT_EQ(&reg::dequant_fp16_for(epi_fuse), &reg::build_by_id("smxx_dequant_fp16_pairs"));
-  // Its stream-K form: the 17th argument, nothing else.
+  // Its stream-K form: the 17th argument, one barrier more (sk_stored).
   const reg::Build& epi_sk = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
   EXPECT_EQ(targs(epi_sk), "256, 6, 4, 1, true, 1, 0, false, true, false, true, false, false, true, 1, true, true");
-  EXPECT_EQ(epi_sk.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes);
+  EXPECT_EQ(epi_sk.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 8);
   EXPECT_NE(epi_sk.description().find("stream-K"), std::string::npos);
   for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.stream_k || (b.epi_tma && !b.fuse_b && !b.split_b)) << b.id;
   // Its second d buffer is a staging box: two barriers more, no more shared memory.

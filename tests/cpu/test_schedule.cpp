@@ -112,9 +112,13 @@ void check_stream_k(int tiles, int ctas, int kt) {
   for (size_t u = 0; u < seen.size(); ++u) ASSERT_EQ(seen[u], 1) << "unit " << u;
   for (int t = 0; t < tiles; ++t) {
     EXPECT_EQ(head_of[t] < 0, tail_of[t] < 0) << "tile " << t;
-    if (head_of[t] >= 0) EXPECT_EQ(tail_of[t], head_of[t] + 1) << "tile " << t;
+    if (head_of[t] >= 0) {
+      EXPECT_EQ(tail_of[t], head_of[t] + 1) << "tile " << t;
+    }
   }
-  if (s.units > 0) EXPECT_LE(max_sk - min_sk, 1);
+  if (s.units > 0) {
+    EXPECT_LE(max_sk - min_sk, 1);
+  }
 }
 }  // namespace
 
@@ -158,6 +162,15 @@ TEST(StreamK, H200SuiteGrids) {
     EXPECT_EQ(w.segments(0), (tiles + 131) / 132);
   }
   EXPECT_EQ(svdq_k::SkSchedule::make(200, 132, 1).units, 0);  // one K tile: nothing to split
+  // CTA ranges past 32 bits (133 x 200 x 2^20 K tiles: no whole round, all 200 tiles stream-K): whole tiles; just
+  // inside them (133 x 200 x 160 000 < 2^32): stream-K, the ranges as in 64 bits.
+  const svdq_k::SkSchedule big = svdq_k::SkSchedule::make(200, 132, 1 << 20);
+  EXPECT_EQ(big.dp, 200);
+  EXPECT_EQ(big.units, 0);
+  const svdq_k::SkSchedule near = svdq_k::SkSchedule::make(200, 132, 160000);
+  EXPECT_EQ(near.dp, 0);
+  EXPECT_EQ(near.units, 200 * 160000);
+  for (int b = 0; b <= 132; ++b) EXPECT_EQ(near.lo(b), static_cast<long long>(b) * 200 * 160000 / 132) << "CTA " << b;
 }
 
 TEST(StreamK, EveryUnitOnceOverManyGrids) {
