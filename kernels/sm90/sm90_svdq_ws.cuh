@@ -529,7 +529,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   int st_nt = 0;
   // (SK) every segment but the head finishes its tile: the k-th such is segment k (+ 1 after a head). A scan of the
   // segments per call here, 64-bit divisions in every thread at the start, cost ~5% on whole tiles.
-  const int sk_head = SK && sk.has_head((int)blockIdx.x) ? 1 : 0;
+  const int sk_head = SK && sk.has_head((int)blockIdx.x) ? 1 : 0, sk_dp = SK ? sk.whole((int)blockIdx.x) : 0;
+  // (SK) The segment the CTA walks j-th: its whole tiles below dp first, all CTAs in step as in the persistent loop
+  // (at K = 12288 the head first had put each CTA up to a tile's K tiles out of step with the others for the rest
+  // of the launch, and their A and B K tiles no longer met in L2: +6% at 16384 x 3072 x 12288), then its head, its
+  // whole stream-K tiles, its tail. The tiles it finishes come in segment order either way.
+  auto walk = [&](int j) { return sk_head == 0 || j > sk_dp ? j : j < sk_dp ? j + 1 : 0; };
   const int my_tiles = SK ? num_segs - sk_head : tile0 < tile_end ? (tile_end - 1 - tile0) / tile_step + 1 : 0;
   auto final_tile = [&](int k) {  // (SK) the tile of the CTA's k-th segment that finishes one, -1 past them
     if (k >= my_tiles) return -1;
@@ -717,11 +722,11 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         } else if constexpr (SK) {  // the segments' loads: a finishing one's rank tiles (l1) after its main ones
           for (int i = 0, qp = 0, qb = 0; i < num_segs; ++i) {
             int t, kb, ke;
-            seg(i, t, kb, ke);
+            seg(walk(i), t, kb, ke);
             set_tile(t);
             const int n = ke - kb, nb = n + (ke == num_main ? num_rank : 0);
-            // The tail's partial sums (stored by CTA b - 1 a tile or more ago, since evicted from L2 as often as
-            // not) into L2 while this segment's first loads are on their way.
+            // The tail's partial sums (stored by CTA b - 1, possibly evicted from L2 since) into L2 while this
+            // segment's first loads are on their way.
             if (kb > 0) bulk_prefetch_l2(P.sk_acc + (i64)blockIdx.x * (128 * BN), 128 * BN * 4);
             int early = 0;
             if (i == 0) {  // (as below: the first packed slots before the wait for the copy launch)
@@ -1263,11 +1268,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       }
     };
     if constexpr (SK) {
-      // The CTA's head (K tiles [0, ke) of the tile its range ends in: partial sums stored for CTA b + 1), its whole
-      // tiles (each as in the loop below), its tail (K tiles [kb, num_main) of the tile its range starts in, on CTA
-      // b - 1's partial sums). gp / gb: ring positions of the tile's K tile 0 (those of kb minus kb), as the lambdas
-      // index. Three straight paths, the whole tiles' loop as the persistent one: sums loaded inside a loop, or a
-      // join of loaded and zeroed sums before a K loop, made ptxas serialize every wgmma of the kernel (C7515).
+      // The CTA's whole tiles (each as in the loop below), its head (K tiles [0, ke) of the tile its range ends in:
+      // partial sums stored for CTA b + 1), its whole stream-K tiles, its tail (K tiles [kb, num_main) of the tile
+      // its range starts in, on CTA b - 1's partial sums). gp / gb: ring positions of the tile's K tile 0 (those of
+      // kb minus kb), as the lambdas index. Two straight paths (every segment but the tail from zeroed sums, the
+      // tail after the loop): sums loaded inside a loop, or a join of loaded and zeroed sums before a K loop, made
+      // ptxas serialize every wgmma of the kernel (C7515).
       const bool head = sk_head != 0, tail = sk.has_tail((int)blockIdx.x);
       int rp = 0, rb = 0;
       auto k_loop = [&](int kb, int ke) {
@@ -1286,6 +1292,18 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         ++nt;
       };
       int t, kb, ke;
+      auto whole_tiles = [&](int i0, int i1) {  // segments i0..i1-1, whole tiles
+        for (int i = i0; i < i1; ++i) {
+          seg(i, t, kb, ke);
+          set_tile(t);
+          k_loop(0, num_main);
+          finish();
+#pragma unroll
+          for (int x = 0; x < kAcc; ++x) acc[x] = 0.0f;
+        }
+      };
+      whole_tiles(sk_head, sk_head + sk_dp);  // (walk order; two copies: one loop holding the head made ptxas
+                                              // serialize the wgmmas for registers, C7512)
       if (head) {  // then the stores, handed to warp 2, which publishes them for CTA b + 1
         seg(0, t, kb, ke);
         set_tile(t);
@@ -1294,22 +1312,15 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         release_b(ke - 1);
         float* const out = P.sk_acc + (i64)(blockIdx.x + 1) * (256 * kAcc);
 #pragma unroll
-        for (int j = 0; j < kAcc / 4; ++j)
-          reinterpret_cast<float4*>(out)[j * 256 + ct] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+        for (int x = 0; x < kAcc / 4; ++x)
+          reinterpret_cast<float4*>(out)[x * 256 + ct] = make_float4(acc[4 * x], acc[4 * x + 1], acc[4 * x + 2], acc[4 * x + 3]);
         __syncwarp();  // the warp's stores, before lane 0's arrival (release) hands them to warp 2
         if (lane == 0) mbar_arrive(sk_stored);
 #pragma unroll
-        for (int j = 0; j < kAcc; ++j) acc[j] = 0.0f;
+        for (int x = 0; x < kAcc; ++x) acc[x] = 0.0f;
       }
-      for (int i = head ? 1 : 0; i < num_segs - (tail ? 1 : 0); ++i) {
-        seg(i, t, kb, ke);
-        set_tile(t);
-        k_loop(0, num_main);
-        finish();
-#pragma unroll
-        for (int j = 0; j < kAcc; ++j) acc[j] = 0.0f;
-      }
-      if (tail) {  // CTA b - 1 stored them first thing: its flag (acquire), then the sums (the producer prefetched)
+      whole_tiles(sk_head + sk_dp, num_segs - (tail ? 1 : 0));
+      if (tail) {  // CTA b - 1's flag (acquire: it stored them after its whole tiles), then the sums (prefetched)
         seg(num_segs - 1, t, kb, ke);
         set_tile(t);
         const u64* flag = P.sk_flags + blockIdx.x;
