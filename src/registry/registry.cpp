@@ -311,9 +311,9 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               false, false, true, 2, true),
       // The pairs / TMA-store-epilogue form with the stream-K tail: no SM idle in a partial last round (e.g. 9216 x
-      // 3072: 864 tiles are 6.55 rounds of 132, which whole tiles take 7 rounds for). Measured 5-28% slower than
-      // `_pairs_epi` before its O(1) segment bookkeeping, which has not run on a GPU yet
-      // (bench/results/2026-12-03_h200_stream_k.md); unrouted.
+      // 3072: 864 tiles are 6.55 rounds of 132, which whole tiles take 7 rounds for). The heuristic's pick for two or
+      // three rounds with the last at most half full (0.75-0.91x the time of `_pairs_epi` there); with the last
+      // round nearly full 4.7-7.8% slower (bench/results/2026-12-03_h200_stream_k.md §5).
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               false, false, true, 1, true, true),
       // The pairs / TMA-store-epilogue form with FUSE_B: the copy launch writes only the column tiles of the first
