@@ -5,11 +5,13 @@
 // the tiles of all rounds but the last two are walked whole (dp = (T / G - 1) G of them, tile b + i G by CTA b), and
 // the K tiles of the other T - dp (between G and 2 G tiles, in tile-major order) are split evenly: CTA b takes units
 // [b U / G, (b + 1) U / G) of U = (T - dp) KT. A range is at least KT long, so a tile is cut at most once: its head
-// K tiles [0, x) by CTA b - 1, its tail [x, KT) by CTA b. Each CTA first computes its head (of the tile its range
-// ends in; FP32 partial sums stored for CTA b + 1), then its whole tiles, and last its tail (of the tile its range
-// starts in), continued from CTA b - 1's stored partial sums, computed at that CTA's start. The tail's CTA carries
-// the sums on through the same K order, then the rank steps and the epilogue: the bits are those of the whole
-// tile's walk. A CTA waits only for a lower-numbered one that started before it (blocks are dispatched in order).
+// K tiles [0, x) by CTA b - 1, its tail [x, KT) by CTA b. The kernel walks a CTA's whole tiles below dp first (all
+// CTAs in step), then its head (of the tile its range ends in; FP32 partial sums stored for CTA b + 1), its whole
+// stream-K tiles, and last its tail (of the tile its range starts in), continued from CTA b - 1's stored partial
+// sums, which that CTA computed as early in its stream-K part. The tail's CTA carries the sums on through the same
+// K order, then the rank steps and the epilogue: the bits are those of the whole tile's walk. A CTA waits only for
+// a lower-numbered one that started before it (blocks are dispatched in order). segment() numbers a CTA's segments
+// head first; the kernel's walk order is its own (sm90_svdq_ws.cuh).
 #pragma once
 #include "common/smxx_hd.cuh"
 

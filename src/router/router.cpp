@@ -76,7 +76,7 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // are two or three rounds of tiles, the last at most half full (bench/results/2026-12-03_h200_stream_k.md §5:
   // 1536 / 1792 / 2048 / 3072 x 3072 x 3072, 2048 x 3072 x 12288 and 768 x 12288 x 3072 took 0.75 / 0.83 / 0.91 /
   // 0.87 / 0.84 / 0.90x the time of the persistent build, 0.58-0.70x that of the 128x128 build the waves rule
-  // had picked for the first four), with at least 6 row tiles (512 x 12288 x 3072, 4 row tiles: 2% slower; its
+  // had picked for the 1536-2048-row ones), with at least 6 row tiles (512 x 12288 x 3072, 4 row tiles: 2% slower; its
   // CTAs, out of step in K, share their B tiles' K tiles less in L2); nearly full last rounds (2.91, 4.91 rounds)
   // measured 4.7-7.8% slower. Two rounds of 128x256 tiles against three of 128x128 the persistent build was the
   // faster on all five shapes measured (74-270 vs 96-337 us), so the 128x128 build is for one wave only.

@@ -103,29 +103,20 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
             "sm90_ws16_bn256_s8_b5_lean_pairs");
   // Two or three waves of 128x256 tiles, the last at most half full, at least 6 row tiles: the persistent form with
   // the stream-K tail (24 x 12 = 288 tiles, 24 in the last round; 12 / 14 / 16 x 12 = 144 / 168 / 192; 6 x 48 = 288).
-  for (const svdq::router::MmShape& s : std::vector<svdq::router::MmShape>{{3072, 3072, 3072, 32, true},
-                                                                          {1536, 3072, 3072, 32, true},
-                                                                          {1792, 3072, 3072, 32, true},
-                                                                          {2048, 3072, 3072, 32, true},
-                                                                          {2048, 3072, 12288, 32, true},
-                                                                          {768, 12288, 3072, 32, true}}) {
-    SCOPED_TRACE(std::to_string(s.m) + " x " + std::to_string(s.n) + " x " + std::to_string(s.k));
-    EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, s).id,
-              "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
-  }
-  // The persistent form: the last round more than half full (4096 x 3072: 384 tiles, 120 of 132; 6912 x 3072: 648,
-  // 120), more than three rounds (9216 x 3072: 864 tiles, 72 in the last), one K tile (nothing to split), whole
+  // Else the persistent form: the last round more than half full (4096 x 3072: 384 tiles, 120 of 132; 6912 x 3072:
+  // 648, 120), more than three rounds (9216 x 3072: 864 tiles, 72 in the last), one K tile (nothing to split), whole
   // rounds (2816 x 3072: 22 x 12 = 264 tiles, 2 x 132), fewer than 6 row tiles (512 x 12288: 4 x 48 = 192 tiles;
   // two waves, so not the 128x128 build's three either).
-  for (const svdq::router::MmShape& s : std::vector<svdq::router::MmShape>{{4096, 3072, 3072, 32, true},
-                                                                          {6912, 3072, 3072, 128, true},
-                                                                          {9216, 3072, 3072, 32, true},
-                                                                          {2048, 3072, 64, 32, true},
-                                                                          {2816, 3072, 3072, 32, true},
-                                                                          {512, 12288, 3072, 32, true}}) {
+  const std::string sk = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", pers = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi";
+  for (const auto& [s, id] : std::vector<std::pair<svdq::router::MmShape, std::string>>{
+           {{3072, 3072, 3072, 32, true}, sk},   {{1536, 3072, 3072, 32, true}, sk},
+           {{1792, 3072, 3072, 32, true}, sk},   {{2048, 3072, 3072, 32, true}, sk},
+           {{2048, 3072, 12288, 32, true}, sk},  {{768, 12288, 3072, 32, true}, sk},
+           {{4096, 3072, 3072, 32, true}, pers}, {{6912, 3072, 3072, 128, true}, pers},
+           {{9216, 3072, 3072, 32, true}, pers}, {{2048, 3072, 64, 32, true}, pers},
+           {{2816, 3072, 3072, 32, true}, pers}, {{512, 12288, 3072, 32, true}, pers}}) {
     SCOPED_TRACE(std::to_string(s.m) + " x " + std::to_string(s.n) + " x " + std::to_string(s.k));
-    EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, s).id,
-              "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
+    EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, s).id, id);
   }
   // 5 x 12 = 60 tiles of 128x256 (one wave) against 120 of 128x128 (one wave): 128x128.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {640, 3072, 3072, 32, true}).id,
