@@ -58,11 +58,11 @@ SVDQ_DEV void tma_load_2d_multicast(u32 dst, const TmaDesc* map, int c0, int c1,
       "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(ctas)
       : "memory");
 }
-// 1-D bulk copy of `bytes` (multiple of 16, both addresses 16-byte aligned) into shared memory.
 // Global bytes [src, src + bytes) into L2 ahead of their reads (bytes: a multiple of 16).
 SVDQ_DEV void bulk_prefetch_l2(const void* src, u32 bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 }
+// 1-D bulk copy of `bytes` (multiple of 16, both addresses 16-byte aligned) into shared memory.
 SVDQ_DEV void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(bar)

@@ -97,11 +97,12 @@
 //       consumers' path had cost ~7% at K = 3072; these forms measured 2.6-7.1% faster on the 18 large suite rows
 //       (bench/results/2026-12-02_h200_epi_tma.md).
 //   SK (the EPI_TMA form without FUSE_B / SPLIT_B): the stream-K tail of common/smxx_stream_k.cuh. Each CTA runs
-//       its head (K tiles [0, x) of the tile its range ends in; the FP32 sums then stored in P.sk_acc slot b + 1,
-//       which warp 2 flags with P.epoch), its whole tiles, and its tail (K tiles [x, num_main) of the tile its range
-//       starts in, on slot b's sums, which the producer prefetches into L2; then rank steps and epilogue); the
-//       producer, warp 1 (d tiles, bias: finishing segments only) and warp 3 (stores) walk the same segments. Same
-//       bits as whole tiles (GPU tests). Measurements: bench/results/2026-12-03_h200_stream_k.md.
+//       its whole tiles, its head (K tiles [0, x) of the tile its range ends in; the FP32 sums then stored in
+//       P.sk_acc slot b + 1, which warp 2 flags with P.epoch), its whole stream-K tiles and its tail (K tiles
+//       [x, num_main) of the tile its range starts in, on slot b's sums, which the producer prefetches into L2; then
+//       rank steps and epilogue); the producer, warp 1 (d tiles, bias: finishing segments only) and warp 3 (stores)
+//       walk the same segments. Same bits as whole tiles (GPU tests). The heuristic's pick for two or three rounds
+//       of tiles, the last at most half full (bench/results/2026-12-03_h200_stream_k.md).
 #pragma once
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"
@@ -149,9 +150,10 @@ struct Sm90WsConfig {
   static constexpr int kOffBias = kOffDTile + kDAlloc * 128 * 128;
   static constexpr int kOffBars = kOffBias + (EPI_TMA ? BN * 2 : 0);
   // + slack for 1024-byte alignment
-  static constexpr int kSmem =
-      kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * ATILES + 2 * kDBufs + (FUSE_B ? BSTAGES : 0) + (EPI_TMA ? 3 : 0) + (SK ? 1 : 0)) * 8 +
-      1024;
+  static constexpr int kSmem = kOffBars +
+                                (2 * STAGES + 2 * BSTAGES + 2 * ATILES + 2 * kDBufs + (FUSE_B ? BSTAGES : 0) +
+                                 (EPI_TMA ? 3 : 0) + (SK ? 1 : 0)) * 8 +
+                                1024;
   // DQ_WGS = 0: B rows 0..127 belong to the dequant warpgroup (one per thread), the rest (rows 128..BN-1) to the
   // 256 consumer threads, kCWords words (8 codes each) per thread.
   static constexpr int kCWords = kProducerWarp ? 0 : (BN - 128) * 8 / 256;
@@ -1271,9 +1273,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       // The CTA's whole tiles (each as in the loop below), its head (K tiles [0, ke) of the tile its range ends in:
       // partial sums stored for CTA b + 1), its whole stream-K tiles, its tail (K tiles [kb, num_main) of the tile
       // its range starts in, on CTA b - 1's partial sums). gp / gb: ring positions of the tile's K tile 0 (those of
-      // kb minus kb), as the lambdas index. Two straight paths (every segment but the tail from zeroed sums, the
-      // tail after the loop): sums loaded inside a loop, or a join of loaded and zeroed sums before a K loop, made
-      // ptxas serialize every wgmma of the kernel (C7515).
+      // kb minus kb), as the lambdas index. Straight paths in walk order, every one but the tail's from zeroed sums:
+      // sums loaded inside a loop, or a join of loaded and zeroed sums before a K loop, made ptxas serialize every
+      // wgmma of the kernel (C7515).
       const bool head = sk_head != 0, tail = sk.has_tail((int)blockIdx.x);
       int rp = 0, rb = 0;
       auto k_loop = [&](int kb, int ke) {

@@ -122,7 +122,8 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   const int64_t stage_boxes = epi_tma ? 3 : 0, bias_bytes = epi_tma ? int64_t(bn) * 2 : 0;
   b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + int64_t(a_tiles) * 128 * 128 +
                  (stage_boxes + d_alloc) * 128 * 128 + bias_bytes +
-                 (2 * stages + 2 * bstages + 2 * a_tiles + 2 * d_tiles + (fuse_b ? bstages : 0) + (epi_tma ? 3 : 0) + (stream_k ? 1 : 0)) * 8 +
+                 (2 * stages + 2 * bstages + 2 * a_tiles + 2 * d_tiles + (fuse_b ? bstages : 0) + (epi_tma ? 3 : 0) +
+                  (stream_k ? 1 : 0)) * 8 +
                  1024;
   b.kernel_name = "svdq_" + id;
   return b;

@@ -60,10 +60,11 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // consumers still dequantize A into wgmma register fragments): 0.68-0.80x the time of the all-in-kernel 512-thread
   // layout on an H200 (bench/results/2026-12-01_h200_sm90_ws16.md). Whole waves of tiles decide: a wave of 128x128
   // tiles takes 0.66x a wave of 128x256 tiles (measured for both forms), so 128x128 wins only when it needs fewer
-  // than 1.5x the waves (since the builds below: within one wave only). From two waves of 128x256 tiles on, the FP16-A form (both operands copied to FP16, SS
-  // wgmma only) is faster on every shape measured (4096 x 3072 x 3072: 128.3 vs 132.0 us; 16384 x 12288 x 3072:
-  // 1665 vs 1830; bench/results/2026-12-01_h200_ws16a.md). The LEAN form of the FP16-B build (same bits, fewer
-  // dequantization instructions) with the persistent tile loop then was the fastest candidate, or within 2% of it,
+  // than 1.5x the waves (since the builds below: within one wave only). From two waves of 128x256 tiles on, the
+  // FP16-A form (both operands copied to FP16, SS wgmma only) is faster on every shape measured (4096 x 3072 x
+  // 3072: 128.3 vs 132.0 us; 16384 x 12288 x 3072: 1665 vs 1830; bench/results/2026-12-01_h200_ws16a.md). The LEAN
+  // form of the FP16-B build (same bits, fewer dequantization instructions) with the persistent tile loop then was
+  // the fastest candidate, or within 2% of it,
   // on every one of the 18 large suite shapes (4096 x 3072 x 3072: 116.8 us against 123.6 for the persistent FP16-A
   // form; bench/results/2026-12-01_h200_lean.md), so it is the choice from two waves on; below (one wave: measured
   // 44.1-144.2 us against 47.8-154.2 for the plain build), its non-persistent twin. Both in their PAIRS forms (same
@@ -73,12 +74,12 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // bench/results/2026-12-02_h200_pairs.md). The persistent pairs form with the TMA-store epilogue (the consumers
   // stage the tile and go on; one B tile and two packed slots fewer) then was 2.6-7.1% faster than it on all 18
   // (bench/results/2026-12-02_h200_epi_tma.md), its SPLIT_B twin within 0.5% of it. Its stream-K form where there
-  // are two or three rounds of tiles, the last at most half full (bench/results/2026-12-03_h200_stream_k.md §5:
+  // are two or three rounds of tiles, the last at most half full (bench/results/2026-12-03_h200_stream_k.md §5-6:
   // 1536 / 1792 / 2048 / 3072 x 3072 x 3072, 2048 x 3072 x 12288 and 768 x 12288 x 3072 took 0.75 / 0.83 / 0.91 /
   // 0.87 / 0.84 / 0.90x the time of the persistent build, 0.58-0.70x that of the 128x128 build the waves rule
-  // had picked for the 1536-2048-row ones), with at least 6 row tiles (512 x 12288 x 3072, 4 row tiles: 2% slower; its
-  // CTAs, out of step in K, share their B tiles' K tiles less in L2); nearly full last rounds (2.91, 4.91 rounds)
-  // measured 4.7-7.8% slower. Two rounds of 128x256 tiles against three of 128x128 the persistent build was the
+  // had picked for the 1536-2048-row ones), with at least 6 row tiles (512 x 12288 x 3072, 4 row tiles: 2% slower;
+  // its CTAs, out of step in K, share their B tiles' K tiles less in L2); nearly full last rounds (2.91, 4.91
+  // rounds) measured 4.7-7.8% slower. Two rounds of 128x256 tiles against three of 128x128 the persistent build was the
   // faster on all five shapes measured (74-270 vs 96-337 us), so the 128x128 build is for one wave only.
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
   const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
