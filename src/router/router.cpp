@@ -88,9 +88,9 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
     if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);
     const int64_t row_tiles = (s.m + 127) / 128;
-    const int64_t wide_waves = (row_tiles * ((s.n + 255) / 256) + sm_count - 1) / sm_count;
-    const int64_t narrow_waves = (row_tiles * ((s.n + 127) / 128) + sm_count - 1) / sm_count;
     const int64_t wide_tiles = row_tiles * ((s.n + 255) / 256), last = wide_tiles % sm_count;
+    const int64_t wide_waves = (wide_tiles + sm_count - 1) / sm_count;
+    const int64_t narrow_waves = (row_tiles * ((s.n + 127) / 128) + sm_count - 1) / sm_count;
     if (wide_waves >= 2 && wide_waves <= 3 && last > 0 && 2 * last <= sm_count && row_tiles >= 6 && s.k > 64 &&
         wide_sk.smem_bytes <= smem_optin)
       return wide_sk;
