@@ -62,7 +62,7 @@
 namespace svdq_k {
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool COLOC = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 struct Sm90SwapA16Config {
   static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
   static constexpr int kDq0 = 128 + 32 * PRODUCERS;   // first dequant thread
@@ -77,8 +77,7 @@ struct Sm90SwapA16Config {
   static constexpr int kBTiles = B_REGS ? 0 : DQW > 0 ? TSTAGES : 2;
   static constexpr int kOffBTiles = STAGES * kStage;
   static constexpr int kOffBars = kOffBTiles + kBTiles * kBTile;
-  // (+ the FP16 tiles' full/empty pairs; COLOC: + a barrier per slot for its A tile alone)
-  static constexpr int kBars = 2 * STAGES + (DQW > 0 ? 2 * TSTAGES : 0) + (COLOC ? STAGES : 0);
+  static constexpr int kBars = 2 * STAGES + (DQW > 0 ? 2 * TSTAGES : 0);  // (+ the FP16 tiles' full/empty pairs)
   static constexpr int kSmem = kOffBars + kBars * 8 + 1024;  // + slack for 1024-byte alignment
   static constexpr int kTeamWarps = DQW / TEAMS;                          // dequant warps writing one tile
   static constexpr int kWordsPerThread = DQW > 0 ? 16 / kTeamWarps : 8;  // of the tile's 64 rows x 8 words
@@ -110,32 +109,18 @@ struct Sm90SwapA16Config {
   // LEAN: the dequant warps take their scales by the hardware E4M3 conversion, applied through HMUL2's operand
   // selectors (e4m3x2_half2_x128, sm90_ws_parts.cuh): the same FP16 values, fewer instructions per tile.
   static_assert(!LEAN || DQW > 0, "sm90 swap-A16: LEAN is a form of the dequant warps");
-  // COLOC: the launch takes kLaunchRegs registers per thread (the unit's __maxnreg__), 48 K of the SM's 64 K, so a
-  // CTA fits beside a CTA of the FP16 copy of A (256 threads x 32 registers) and starts while the copy runs; the
-  // consumer warpgroup then raises its count to kConsumerRegs, the producer and dequant warpgroups lower theirs to
-  // kOtherRegs (setmaxnreg, whole warpgroups: 4 producer warps, 8 dequant warps). Every producer issues the weights
-  // of all its slots before it waits for the copy (they do not depend on it). A slot's A tile then completes a
-  // barrier of its own (full_a): the dequant warps convert a tile's weights once they have landed and wait for its A
-  // tile only before they hand the FP16 tile to the consumer, so the first tiles' weights are converted during the
-  // copy too.
-  static constexpr int kLaunchRegs = 96, kConsumerRegs = 168, kOtherRegs = 64;
-  static_assert(!COLOC || (DQW == 8 && PRODUCERS == 4 && CLUSTER == 1 &&
-                           128 * kConsumerRegs + (kThreads - 128) * kOtherRegs <= kThreads * kLaunchRegs),
-                "sm90 swap-A16: COLOC needs 4 producer warps and 8 dequant warps (whole warpgroups), one CTA, the "
-                "register budget");
 };
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool COLOC = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN, COLOC>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
   const u32 ring = (smem_addr(smem) + 1023u) & ~1023u;
   const u32 full = ring + C::kOffBars, empty = full + 8 * STAGES;
   const u32 full_t = empty + 8 * STAGES, empty_t = full_t + 8 * TSTAGES;  // DQW > 0: the FP16 B tiles
-  const u32 full_a = empty_t + 8 * TSTAGES;  // COLOC: the main tiles' A tiles (the slots' barriers above: the rest)
 
   const int tid = threadIdx.x, lane = tid & 31;
   const i64 n0 = (i64)blockIdx.x * C::kBN, m0 = (i64)blockIdx.y * BM;
@@ -153,8 +138,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         mbar_init(full_t + 8 * s, C::kTeamWarps);  // every warp of the team that writes the tile
         mbar_init(empty_t + 8 * s, 4);   // every consumer warp
       }
-      if constexpr (COLOC)
-        for (int s = 0; s < STAGES; ++s) mbar_init(full_a + 8 * s, 1);
     }
     mbar_init_fence();
   }
@@ -167,7 +150,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
 
   if constexpr (DQW > 0) {
     if (tid >= C::kDq0) {  // dequant warps: words w0.. of B row drow of every main K tile
-      if constexpr (COLOC) setmaxnreg_dec<C::kOtherRegs>();
       constexpr int kWords = C::kWordsPerThread;
       const int team = (tid - C::kDq0) / (32 * C::kTeamWarps);  // tiles it % TEAMS == team
       const int dt = (tid - C::kDq0) % (32 * C::kTeamWarps);  // thread in the team
@@ -206,7 +188,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         }
         __syncwarp();  // the warp's tile writes, before lane 0's arrival (release) publishes them to ldmatrix
         SVDQ_TRACE(4, it);
-        if constexpr (COLOC) mbar_wait(full_a + 8 * s, (it / STAGES) & 1);  // the A tile the consumer's wgmmas read
         if (lane == 0) mbar_arrive(full_t + 8 * ts);
       }
       // Rank tiles: l1 columns 64t.. (BF16, 128-byte swizzle, columns beyond r zero filled) by TMA into the same
@@ -232,7 +213,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     }
   }
   if (tid >= 128) {  // producers
-    if constexpr (COLOC) setmaxnreg_dec<C::kOtherRegs>();
     const int pw = (tid - 128) >> 5;  // producer warp: slots it % PRODUCERS == pw
     if (lane == 0) {
       tma_prefetch_desc(&P.tma_a);  // (the rank steps' maps after the first loads)
@@ -246,10 +226,9 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
       };
       // The A (or d) tile of slot `it`: this CTA's rows of it, multicast to the cluster.
-      // (COLOC: a main tile's A tile, main_a, on the slot's full_a barrier.)
-      auto load_a = [&](const TmaDesc* map, int c0, int it, bool main_a) {
+      auto load_a = [&](const TmaDesc* map, int c0, int it) {
         const int s = it % STAGES;
-        const u32 slot = ring + s * C::kStage, bar = (COLOC && main_a ? full_a : full) + 8 * s;
+        const u32 slot = ring + s * C::kStage, bar = full + 8 * s;
         if constexpr (CLUSTER > 1)
           tma_load_2d_multicast(slot + crank * (C::kAHalf * 128), map, c0, (int)m0 + (int)crank * C::kAHalf, bar,
                                 (u16)((1u << CLUSTER) - 1));
@@ -261,7 +240,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         const u32 slot = ring + s * C::kStage, bar = full + 8 * s;
         wait_slot(it);
         SVDQ_TRACE(0, it);
-        mbar_arrive_expect_tx(bar, (COLOC ? 0 : C::kATile) + C::kBN * 32 + (n_ok ? 512 : 0));
+        mbar_arrive_expect_tx(bar, C::kATile + C::kBN * 32 + (n_ok ? 512 : 0));
         tma_load_2d(slot + C::kOffPackB, &P.tma_b, 32 * it, (int)n0, bar);
         if (n_ok) bulk_load(slot + C::kOffSfB, p.b_sf + ((n0 >> 7) * sf_ktiles + it) * 512, 512, bar);
       };
@@ -270,16 +249,13 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       // on the H200's global timer, bench/micro/swap_a16_trace.cu), and the first A tile, issued behind
       // STAGES / PRODUCERS weight loads per producer, was the CTA's first tile to complete (~1.9 us to the first
       // wgmma after it).
-      // (COLOC: the CTA runs beside the copy, so every slot's weights go first.)
-      const int early_slots = COLOC ? STAGES : PRODUCERS;
-      const int early = num_main < early_slots ? num_main : early_slots;
+      const int early = num_main < PRODUCERS ? num_main : PRODUCERS;
       for (int it = pw; it < early; it += PRODUCERS) load_b(it);
       pdl_wait_prior_grid();
       for (int it = pw; it < total; it += PRODUCERS) {
         if (it < num_main) {
           if (it >= early) load_b(it);
-          if constexpr (COLOC) mbar_arrive_expect_tx(full_a + 8 * (it % STAGES), C::kATile);
-          load_a(&P.tma_a, 64 * it, it, true);
+          load_a(&P.tma_a, 64 * it, it);
           SVDQ_TRACE(1, it);
           if (it == pw) {
             tma_prefetch_desc(&P.tma_d);
@@ -288,7 +264,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         } else {
           wait_slot(it);
           mbar_arrive_expect_tx(full + 8 * (it % STAGES), C::kATile);
-          load_a(&P.tma_d, 64 * (it - num_main), it, false);
+          load_a(&P.tma_d, 64 * (it - num_main), it);
         }
       }
     }
@@ -297,7 +273,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   }
 
   // ---- consumer ----
-  if constexpr (COLOC) setmaxnreg_inc<C::kConsumerRegs>();
   const int g = lane >> 2, c = lane & 3;
   const int ra = (tid >> 5) * 16 + g, rb = ra + 8;  // this thread's two B rows in the tile
   // The epilogue's global inputs, read now (inputs of the op, not of the FP16 copy this launch may overlap).

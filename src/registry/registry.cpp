@@ -153,7 +153,7 @@ Build sm90_swap(const std::string& id, int bm, int stages, int tstages, int team
 // Mirrors Sm90SwapA16Config in kernels/sm90/sm90_svdq_swap_a16.cuh (the rendered unit static_asserts the size).
 Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int dq_warps = 0, int tstages = 2,
                     int cluster = 1, int producers = 1, int teams = 1, int group = 1, bool fused = false,
-                    bool lean = false, bool co_resident = false) {
+                    bool lean = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90SwapA16;
@@ -171,12 +171,10 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
   b.group = group;
   b.fused = fused;
   b.lean = lean;
-  b.co_resident = co_resident;
   b.threads = 128 + 32 * producers + 32 * dq_warps;  // 1 consumer warpgroup, the producer warps (+ dequant warps)
   const int64_t a_rows = int64_t(cluster) * a16_rows_per_cta(b);  // the A tile area of a slot
   const int64_t stage = (a_rows * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
-  b.smem_bytes = stages * stage + b.tile_bufs * 64 * 128 +
-                 (2 * stages + (dq_warps > 0 ? 2 * tstages : 0) + (co_resident ? stages : 0)) * 8 + 1024;
+  b.smem_bytes = stages * stage + b.tile_bufs * 64 * 128 + (2 * stages + (dq_warps > 0 ? 2 * tstages : 0)) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
 }
@@ -330,10 +328,6 @@ std::vector<Build> make_builds() {
       // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
       sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean", 24, 16, false, 8, 4, 1, 4, 4, 2, false, true),
-      // The routed small-M builds launched with 96 registers per thread (setmaxnreg gives the consumer 168), so a CTA
-      // starts beside the FP16 copy's CTAs and loads all its slots' weights while the copy runs.
-      sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_co", 72, 16, false, 8, 4, 1, 4, 4, 2, false, false, true),
-      sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_co", 24, 16, false, 8, 4, 1, 4, 4, 2, false, false, true),
   };
 }
 
@@ -531,15 +525,12 @@ std::string family(const Build& b) { return program_name(b.program); }
 namespace {
 // The unit of an sm_90a program taking Sm90WsParams: its header, a static_assert tying the registry's smem_bytes to
 // the program's Config<targs>::kSmem, and the entry point calling fn<targs>.
-// max_regs > 0: the launch's registers per thread by __maxnreg__ (which excludes __launch_bounds__).
 void render_sm90_unit(std::ostringstream& os, const Build& b, const char* header, const char* config, const char* fn,
-                      const std::string& targs, int max_regs = 0) {
-  const std::string bounds = max_regs > 0 ? "__maxnreg__(" + std::to_string(max_regs) + ")"
-                                          : "__launch_bounds__(" + std::to_string(b.threads) + ", 1)";
+                      const std::string& targs) {
   os << "#include \"sm90/" << header << "\"\n"
      << "static_assert(svdq_k::" << config << "<" << targs << ">::kSmem == " << b.smem_bytes
      << ", \"registry smem_bytes differs from the kernel's\");\n"
-     << "extern \"C\" __global__ void " << bounds << " " << b.kernel_name
+     << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
      << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
      << "  svdq_k::" << fn << "<" << targs << ">(p);\n}\n";
 }
@@ -612,14 +603,12 @@ std::string render(const Build& b) {
                                 (b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.producers) : "") +
                                 (b.teams > 1 || b.group > 1 || b.fused ? ", " + std::to_string(b.teams) : "") +
                                 (b.group > 1 || b.fused ? ", " + std::to_string(b.group) + (b.fused ? ", true" : ", false") : "");
-      if (b.lean || b.co_resident)  // LEAN, COLOC, the last arguments: every one before them named
+      if (b.lean)  // LEAN, the last argument: every one before it named
         targs = std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + b_regs + ", " +
                 std::to_string(b.dq_warps) + ", " + std::to_string(b.tile_bufs) + ", " + std::to_string(b.cluster) +
                 ", " + std::to_string(b.producers) + ", " + std::to_string(b.teams) + ", " + std::to_string(b.group) +
-                (b.fused ? ", true" : ", false") + (b.lean ? ", true" : ", false") + (b.co_resident ? ", true" : "");
-      // (COLOC: the launch's count, Sm90SwapA16Config::kLaunchRegs.)
-      render_sm90_unit(os, b, "sm90_svdq_swap_a16.cuh", "Sm90SwapA16Config", "sm90_svdq_swap_a16", targs,
-                       b.co_resident ? 96 : 0);
+                (b.fused ? ", true" : ", false") + ", true";
+      render_sm90_unit(os, b, "sm90_svdq_swap_a16.cuh", "Sm90SwapA16Config", "sm90_svdq_swap_a16", targs);
       break;
     }
     case Program::Sm90Narrow: {

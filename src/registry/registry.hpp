@@ -77,9 +77,6 @@ struct Build {
   // Sm90Ws (epi_tma, neither fuse_b nor split_b): the stream-K tail (kernels/common/smxx_stream_k.cuh): the tiles of
   // the last two rounds split evenly over the CTAs by K tiles, partial sums handed on in scratch.
   bool stream_k = false;
-  // Sm90SwapA16 (4 producer warps, 8 dequant warps): launched with 96 registers per thread (setmaxnreg moves them to
-  // the consumer), so a CTA fits beside a CTA of the FP16 copy of A and starts while the copy runs.
-  bool co_resident = false;
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block
