@@ -77,9 +77,6 @@ struct Build {
   // Sm90Ws (epi_tma, neither fuse_b nor split_b): the stream-K tail (kernels/common/smxx_stream_k.cuh): the tiles of
   // the last two rounds split evenly over the CTAs by K tiles, partial sums handed on in scratch.
   bool stream_k = false;
-  // Sm90SwapA16 (group 2, 4 producer warps, 8 dequant warps): fragment buffers of the consumer's pairs loop (3: each
-  // pair issued before the wait for the one two steps back; setmaxnreg gives the consumer the registers).
-  int frag_bufs = 2;
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block
