@@ -62,7 +62,7 @@
 namespace svdq_k {
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool PAIRS = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 struct Sm90SwapA16Config {
   static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
   static constexpr int kDq0 = 128 + 32 * PRODUCERS;   // first dequant thread
@@ -96,9 +96,8 @@ struct Sm90SwapA16Config {
   // GROUP K tiles per consumer step (two fragment buffers of GROUP tiles each, so 4 GROUP tiles may be held).
   // (Measured slower: pairs on B_REGS fragments, the consumer dequantizing: 19.6 vs 14.7 us at 129 x 3072 x 3072,
   // bench/results/2026-12-01_h200_small_m_trace.md.)
-  static_assert(GROUP == 1 || (GROUP == 2 && ((DQW > 0 && STAGES >= 4 * GROUP && TSTAGES >= 2 * GROUP) || PAIRS)),
-                "sm90 swap-A16: groups of 2 K tiles per consumer step with dequant warps, STAGES >= 8, TSTAGES >= 4 "
-                "(or PAIRS)");
+  static_assert(GROUP == 1 || (GROUP == 2 && DQW > 0 && STAGES >= 4 * GROUP && TSTAGES >= 2 * GROUP),
+                "sm90 swap-A16: groups of 2 K tiles per consumer step with dequant warps, STAGES >= 8, TSTAGES >= 4");
   // With dequant warps one consumer warp arrives on a slot's empty barrier: each slot is released after its commit
   // group of wgmmas retired, which means all four warps had issued them (their fragments loaded from its tile).
   static constexpr bool kOneReleaser = DQW > 0;
@@ -110,21 +109,12 @@ struct Sm90SwapA16Config {
   // LEAN: the dequant warps take their scales by the hardware E4M3 conversion, applied through HMUL2's operand
   // selectors (e4m3x2_half2_x128, sm90_ws_parts.cuh): the same FP16 values, fewer instructions per tile.
   static_assert(!LEAN || DQW > 0, "sm90 swap-A16: LEAN is a form of the dequant warps");
-  // PAIRS (B_REGS, GROUP = 2): the consumer dequantizes the weights straight into RS fragments in the PAIRS K order
-  // (rs_fragment_tile_pairs: 8 code words per tile, the scales by F2FP), the FP16 copy of A written in that order
-  // (smxx_dequant_fp16_words<W, true>), and runs its pairs of K tiles on three fragment buffers, each pair issued
-  // before the wait for the one two steps back (triple_buffered_k_loop): two pairs stay queued on the tensor cores
-  // while the warps wait for and convert the next. No FP16 B tile passes through shared memory: per K tile ~170
-  // instead of ~316 wavefronts (TMA writes counted) of the dequant-team form, which ncu shows at the shared-memory
-  // limit (bench/results/2026-12-03_h200_small_m_smem.md).
-  static_assert(!PAIRS || (B_REGS && GROUP == 2 && STAGES >= 12 && CLUSTER == 1),
-                "sm90 swap-A16: PAIRS on the consumer's own fragments, in pairs of K tiles, 12+ slots, one CTA");
 };
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool PAIRS = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN, PAIRS>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
@@ -309,15 +299,12 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   // Two B buffers (fragment registers, or FP16 tiles): while the four k16 wgmmas of tile it (one commit group) run
   // on the tensor cores from one, the warps wait for tile it+1's slot and fill the other (the wait<1> before that
   // retires tile it-1, the last reader of that buffer and of its slot, which is then released).
-  u32 fa[16 * GROUP], fb[16 * GROUP], fc[PAIRS ? 16 * GROUP : 1];  // (fc: PAIRS' third buffer)
+  u32 fa[16 * GROUP], fb[16 * GROUP];
   // !B_REGS: thread t dequantizes words 4h..4h+3 (K groups 2h, 2h+1) of B row t / 2, h = t % 2.
   const int wrow = tid >> 1, wh = tid & 1;
   const u32 w_ok = n0 + wrow < p.n ? 0xFFFFFFFFu : 0u;
   const u32 w_pk = packed_word_addr(C::kOffPackB, wrow, 4 * wh), w_sf = C::kOffSfB + scale_word_offset(brow0 + wrow);
   const u32 w_st = wrow * 128 + ((4 * wh) ^ (wrow & 7)) * 16;  // chunk 4h + w sits at w_st ^ (w << 4)
-  // PAIRS: quad lane c's code words (word 2s + (c >> 1) of K group s) and rotation (pair c & 1).
-  const PairsOffsets poff = pairs_word_offsets(ra, rb, c >> 1);
-  const u32 prot = 23u + 4u * (u32)(c & 1);
   auto build = [&](int it, u32* f) {
     const int s = it % STAGES;
     const u32 slot = ring + s * C::kStage;
@@ -325,8 +312,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     mbar_wait(full + 8 * s, (it / STAGES) & 1);
     if constexpr (B_REGS) {
       const u32 swa = ld_shared_u32(slot + sf_a) & (ok_a & mask), swb = ld_shared_u32(slot + sf_b) & (ok_b & mask);
-      if constexpr (PAIRS) rs_fragment_tile_pairs(slot + C::kOffPackB, poff, swa, swb, prot, f);
-      else rs_fragment_tile(slot + C::kOffPackB, ra, rb, swa, swb, c, f);
+      rs_fragment_tile(slot + C::kOffPackB, ra, rb, swa, swb, c, f);
     } else {
       u32 q[4];
       ld_shared_16(slot + w_pk, q[0], q[1], q[2], q[3]);
@@ -416,36 +402,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     release_t(it);
   };
 
-  if constexpr (PAIRS) {
-    // Pairs of K tiles on three fragment buffers (see PAIRS); an odd last tile runs alone after them.
-    const int pairs = num_main / 2;
-    auto build_pair = [&](int st, u32* f) {
-      build(2 * st, f);
-      build(2 * st + 1, f + 16);
-    };
-    auto issue_pair = [&](int st, const u32* f) {
-      wgmma_fence();
-      mma_tile(2 * st, f);
-      mma_tile(2 * st + 1, f + 16);
-      wgmma_commit();
-    };
-    auto release_pair = [&](int st) {
-      release(2 * st);
-      release(2 * st + 1);
-    };
-    if (pairs > 0) {
-      triple_buffered_k_loop<BM>(pairs, acc, fa, fb, fc, build_pair, issue_pair, release_pair);
-      wgmma_wait_acc<BM, 0>(acc);
-      if (pairs > 1) release_pair(pairs - 2);
-      release_pair(pairs - 1);
-    }
-    if (num_main & 1) {
-      build(num_main - 1, fa);
-      issue(num_main - 1, fa);
-      wgmma_wait_acc<BM, 0>(acc);
-      release(num_main - 1);
-    }
-  } else if constexpr (GROUP > 1) {
+  if constexpr (GROUP > 1) {
     // Two K tiles per consumer step: one wait for the previous step, 8 LDSM, 8 wgmmas in one commit group, so the
     // step's fixed latencies (barrier waits, fragment loads, warpgroup arrival; ~450 cycles per step measured on
     // the H200 by bench/micro/swap_a16_trace.cu, against 144 of tensor-core work per tile) are paid once per two

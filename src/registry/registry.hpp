@@ -70,8 +70,7 @@ struct Build {
   bool split_b = false;  // sm90_svdq_ws SPLIT_B: warp 2 loads the B ring (the producer only the packed slots)
   // Sm90Ws (fp16_b, lean): the consumers' A fragments in the PAIRS order (each quad lane converts half of one code
   // word per K group); its B copy is written in that K order (the DequantFp16 build with this flag).
-  // Sm90SwapA16 (tile_bufs 0, group 2): the consumer's B fragments in the PAIRS order, A's copy written in it, pairs
-  // of K tiles on three fragment buffers. DequantFp16: writes the copy in the PAIRS order.
+  // DequantFp16: writes the copy in the PAIRS order.
   bool pairs = false;
   int d_bufs = 1;  // Sm90Ws (fp16_b, lean): d buffers of the SS rank steps (2: rank tile 1's d loaded ahead)
   bool epi_tma = false;  // Sm90Ws (persistent lean FP16-B): output tile staged in smem, TMA-stored by warp 3
