@@ -203,33 +203,4 @@ SVDQ_DEV void double_buffered_k_loop(int num_main, float* acc, u32* fa, u32* fb,
   }
 }
 
-// The same with three fragment buffers f0 / f1 / f2, each group issued before the wait: step st issues group st
-// (its fragments built the step before), waits until at most two groups are pending (st - 2 retired), releases
-// st - 2 and builds st + 1 into st - 2's buffer. Two groups stay queued on the tensor cores while the warps wait for
-// and load the next. Ends with groups n - 2 and n - 1 possibly running and not released.
-template <int N, typename Build, typename Issue, typename Release>
-SVDQ_DEV void triple_buffered_k_loop(int n, float* acc, u32* f0, u32* f1, u32* f2, Build&& build, Issue&& issue,
-                                     Release&& release) {
-  build(0, f0);
-  issue(0, f0);
-  if (n > 1) build(1, f1);
-  for (int st = 1; st < n; st += 3) {  // three steps per trip keep the buffers' roles compile-time
-    issue(st, f1);
-    wgmma_wait_acc<N, 2>(acc);
-    if (st >= 2) release(st - 2);
-    if (st + 1 >= n) break;
-    build(st + 1, f2);
-    issue(st + 1, f2);
-    wgmma_wait_acc<N, 2>(acc);
-    release(st - 1);
-    if (st + 2 >= n) break;
-    build(st + 2, f0);
-    issue(st + 2, f0);
-    wgmma_wait_acc<N, 2>(acc);
-    release(st);
-    if (st + 3 >= n) break;
-    build(st + 3, f1);
-  }
-}
-
 }  // namespace svdq_k

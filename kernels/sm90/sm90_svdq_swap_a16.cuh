@@ -62,7 +62,7 @@
 namespace svdq_k {
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool CSHARE = false, int FBUFS = 2>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool CSHARE = false>
 struct Sm90SwapA16Config {
   static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
   static constexpr int kDq0 = 128 + 32 * PRODUCERS;   // first dequant thread
@@ -115,18 +115,12 @@ struct Sm90SwapA16Config {
   // shared-memory stores and ldmatrix reads (the dequant-team form runs at the shared-memory limit, the form whose
   // consumer converts everything at its issue limit; bench/results/2026-12-03_h200_small_m_smem.md).
   static_assert(!CSHARE || (DQW > 0 && !FUSED), "sm90 swap-A16: CSHARE splits the dequant teams' work");
-  // FBUFS = 3 (with GROUP = 2): three fragment buffers, each pair's wgmmas issued before the wait for the pair two
-  // steps back (triple_buffered_k_loop); setmaxnreg gives the consumer warpgroup the registers.
-  static constexpr int kConsumerRegs = 200, kOtherRegs = 96;
-  static_assert(FBUFS == 2 || (FBUFS == 3 && GROUP == 2 && PRODUCERS == 4 && DQW == 8 && CLUSTER == 1 &&
-                               128 * kConsumerRegs + (kThreads - 128) * kOtherRegs <= 65536),
-                "sm90 swap-A16: FBUFS = 3 with pairs, 4 producer and 8 dequant warps, one CTA, the register budget");
 };
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool CSHARE = false, int FBUFS = 2>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool CSHARE = false>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN, CSHARE, FBUFS>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN, CSHARE>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
@@ -162,7 +156,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
 
   if constexpr (DQW > 0) {
     if (tid >= C::kDq0) {  // dequant warps: words w0.. of B row drow of every main K tile
-      if constexpr (FBUFS == 3) setmaxnreg_dec<C::kOtherRegs>();
       constexpr int kWords = C::kWordsPerThread;
       const int team = (tid - C::kDq0) / (32 * C::kTeamWarps);  // tiles it % TEAMS == team
       const int dt = (tid - C::kDq0) % (32 * C::kTeamWarps);  // thread in the team
@@ -227,7 +220,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     }
   }
   if (tid >= 128) {  // producers
-    if constexpr (FBUFS == 3) setmaxnreg_dec<C::kOtherRegs>();
     const int pw = (tid - 128) >> 5;  // producer warp: slots it % PRODUCERS == pw
     if (lane == 0) {
       tma_prefetch_desc(&P.tma_a);  // (the rank steps' maps after the first loads)
@@ -288,7 +280,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   }
 
   // ---- consumer ----
-  if constexpr (FBUFS == 3) setmaxnreg_inc<C::kConsumerRegs>();
   const int g = lane >> 2, c = lane & 3;
   const int ra = (tid >> 5) * 16 + g, rb = ra + 8;  // this thread's two B rows in the tile
   // The epilogue's global inputs, read now (inputs of the op, not of the FP16 copy this launch may overlap).
@@ -315,7 +306,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   // Two B buffers (fragment registers, or FP16 tiles): while the four k16 wgmmas of tile it (one commit group) run
   // on the tensor cores from one, the warps wait for tile it+1's slot and fill the other (the wait<1> before that
   // retires tile it-1, the last reader of that buffer and of its slot, which is then released).
-  u32 fa[16 * GROUP], fb[16 * GROUP], fc[FBUFS == 3 ? 16 * GROUP : 1];  // (fc: FBUFS = 3)
+  u32 fa[16 * GROUP], fb[16 * GROUP];
   // !B_REGS: thread t dequantizes words 4h..4h+3 (K groups 2h, 2h+1) of B row t / 2, h = t % 2.
   const int wrow = tid >> 1, wh = tid & 1;
   const u32 w_ok = n0 + wrow < p.n ? 0xFFFFFFFFu : 0u;
@@ -458,14 +449,8 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       release(2 * st + 1);
     };
     if (pairs > 0) {
-      if constexpr (FBUFS == 3) {
-        triple_buffered_k_loop<BM>(pairs, acc, fa, fb, fc, load_pair, issue_pair, release_pair);
-        wgmma_wait_acc<BM, 0>(acc);
-        if (pairs > 1) release_pair(pairs - 2);
-      } else {
-        double_buffered_k_loop<BM>(pairs, acc, fa, fb, load_pair, issue_pair, release_pair);
-        wgmma_wait_acc<BM, 0>(acc);
-      }
+      double_buffered_k_loop<BM>(pairs, acc, fa, fb, load_pair, issue_pair, release_pair);
+      wgmma_wait_acc<BM, 0>(acc);
       release_pair(pairs - 1);
     }
     if (num_main & 1) {

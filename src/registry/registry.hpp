@@ -79,7 +79,6 @@ struct Build {
   bool stream_k = false;
   // Sm90SwapA16 (dq_warps): the consumer converts k16 parts 0 and 1 of every main tile itself, the teams only 2 and 3.
   bool consumer_share = false;
-  int frag_bufs = 2;  // Sm90SwapA16 (group 2, 4 producers, 8 dequant warps): 3 = triple_buffered_k_loop, setmaxnreg
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block
