@@ -62,7 +62,7 @@
 namespace svdq_k {
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool CSHARE = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 struct Sm90SwapA16Config {
   static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
   static constexpr int kDq0 = 128 + 32 * PRODUCERS;   // first dequant thread
@@ -80,8 +80,7 @@ struct Sm90SwapA16Config {
   static constexpr int kBars = 2 * STAGES + (DQW > 0 ? 2 * TSTAGES : 0);  // (+ the FP16 tiles' full/empty pairs)
   static constexpr int kSmem = kOffBars + kBars * 8 + 1024;  // + slack for 1024-byte alignment
   static constexpr int kTeamWarps = DQW / TEAMS;                          // dequant warps writing one tile
-  // Of the tile's 64 rows x 8 words (CSHARE: words 4..7, the consumer converting 0..3 itself).
-  static constexpr int kWordsPerThread = DQW > 0 ? (CSHARE ? 8 : 16) / kTeamWarps : 8;
+  static constexpr int kWordsPerThread = DQW > 0 ? 16 / kTeamWarps : 8;  // of the tile's 64 rows x 8 words
   static_assert(BM % 8 == 0 && BM >= 8 && BM <= 256, "sm90 swap-A16: BM must be a multiple of 8 in [8, 256]");
   static_assert(kATile % 1024 == 0, "sm90 swap-A16: 128-byte-swizzled tiles need 1024-byte alignment");
   static_assert(STAGES >= 3, "sm90 swap-A16: a slot is released one tile after its wgmmas were issued");
@@ -110,17 +109,12 @@ struct Sm90SwapA16Config {
   // LEAN: the dequant warps take their scales by the hardware E4M3 conversion, applied through HMUL2's operand
   // selectors (e4m3x2_half2_x128, sm90_ws_parts.cuh): the same FP16 values, fewer instructions per tile.
   static_assert(!LEAN || DQW > 0, "sm90 swap-A16: LEAN is a form of the dequant warps");
-  // CSHARE: the consumer converts k16 parts 0 and 1 of every main tile itself, from the packed codes into RS
-  // fragments (rs_fragment_part_lean), and loads only parts 2 and 3 from the teams' FP16 tile: half the FP16 tile's
-  // shared-memory stores and ldmatrix reads (the dequant-team form runs at the shared-memory limit, the form whose
-  // consumer converts everything at its issue limit; bench/results/2026-12-03_h200_small_m_smem.md).
-  static_assert(!CSHARE || (DQW > 0 && !FUSED), "sm90 swap-A16: CSHARE splits the dequant teams' work");
 };
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool CSHARE = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN, CSHARE>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
@@ -159,8 +153,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       constexpr int kWords = C::kWordsPerThread;
       const int team = (tid - C::kDq0) / (32 * C::kTeamWarps);  // tiles it % TEAMS == team
       const int dt = (tid - C::kDq0) % (32 * C::kTeamWarps);  // thread in the team
-      constexpr int kRowWords = CSHARE ? 4 : 8, kWord0 = 8 - kRowWords;  // the words of a row the teams convert
-      const int drow = dt / (kRowWords / kWords), w0 = kWord0 + (dt % (kRowWords / kWords)) * kWords;
+      const int drow = dt / (8 / kWords), w0 = (dt % (8 / kWords)) * kWords;
       const u32 d_ok = n0 + drow < p.n ? 0xFFFFFFFFu : 0u;
       const u32 d_pk = packed_word_addr(C::kOffPackB, drow, w0);  // (kWords == 8: the whole row, load_packed_row)
       const u32 d_sf = C::kOffSfB + scale_word_offset((int)(n0 & 127) + drow);
@@ -375,30 +368,16 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   // DQW > 0: ldmatrix.x4 rows of this lane (matrices: rows 0-7 / 8-15 of the warp's 16, K 0-7 / 8-15 of a k16 part):
   // the RS A fragment of a k16 part in one instruction; the tile's 128-byte swizzle keeps the 8 rows conflict-free.
   const int lrow = (tid >> 5) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, lhalf = lane >> 4;
-  const u32 crot = 23u + 4u * (u32)c;  // CSHARE: quad lane c's pair (c, c + 4) of each code word
   auto load_frags = [&](int it, u32* f) {
     const int ts = it % TSTAGES;
     SVDQ_TRACE(10, it);
     mbar_wait(full_t + 8 * ts, (it / TSTAGES) & 1);
     SVDQ_TRACE(5, it);
     const u32 row = ring + C::kOffBTiles + ts * C::kBTile + lrow * 128;
-    const bool own = CSHARE && it < num_main;  // parts 0 and 1 converted here (rank tiles: all four loaded)
 #pragma unroll
-    for (int part = 0; part < 4; ++part) {
-      if (part < 2 && own) continue;
+    for (int part = 0; part < 4; ++part)
       ldmatrix_x4(row + (((2 * part + lhalf) ^ (lrow & 7)) << 4), f[4 * part], f[4 * part + 1], f[4 * part + 2],
                   f[4 * part + 3]);
-    }
-    if constexpr (CSHARE) {
-      if (own) {  // the team waited for the slot before arriving on the tile: its packed codes have landed
-        const u32 slot = ring + (it % STAGES) * C::kStage;
-        const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
-        const u32 sa2 = e4m3x2_half2_x128(ld_shared_u32(slot + sf_a) & (ok_a & mask));  // groups 0, 1
-        const u32 sb2 = e4m3x2_half2_x128(ld_shared_u32(slot + sf_b) & (ok_b & mask));
-        rs_fragment_part_lean(slot + C::kOffPackB, ra, rb, sa2, sb2, 0, crot, f);
-        rs_fragment_part_lean(slot + C::kOffPackB, ra, rb, sa2, sb2, 1, crot, f + 4);
-      }
-    }
   };
   auto release_t = [&](int it) {  // the fragments are in registers (the wgmmas read them): the tile is free
     if constexpr (!FUSED) {  // (FUSED: freed with its slot)

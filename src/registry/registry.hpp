@@ -77,8 +77,6 @@ struct Build {
   // Sm90Ws (epi_tma, neither fuse_b nor split_b): the stream-K tail (kernels/common/smxx_stream_k.cuh): the tiles of
   // the last two rounds split evenly over the CTAs by K tiles, partial sums handed on in scratch.
   bool stream_k = false;
-  // Sm90SwapA16 (dq_warps): the consumer converts k16 parts 0 and 1 of every main tile itself, the teams only 2 and 3.
-  bool consumer_share = false;
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block
