@@ -95,7 +95,9 @@ struct Sm90SwapA16Config {
   static_assert(PRODUCERS >= 1 && PRODUCERS <= STAGES, "sm90 swap-A16: 1 to STAGES producer warps");
   // GROUP K tiles per consumer step (two fragment buffers of GROUP tiles each, so 4 GROUP tiles may be held).
   // (Measured slower: pairs on B_REGS fragments, the consumer dequantizing: 19.6 vs 14.7 us at 129 x 3072 x 3072,
-  // bench/results/2026-12-01_h200_small_m_trace.md.)
+  // bench/results/2026-12-01_h200_small_m_trace.md. The routed pairs form runs at the shared-memory limit, ncu; no
+  // faster: three fragment buffers, PAIRS-order B_REGS pairs, the consumer converting half of each tile;
+  // bench/results/2026-12-03_h200_small_m_smem.md.)
   static_assert(GROUP == 1 || (GROUP == 2 && DQW > 0 && STAGES >= 4 * GROUP && TSTAGES >= 2 * GROUP),
                 "sm90 swap-A16: groups of 2 K tiles per consumer step with dequant warps, STAGES >= 8, TSTAGES >= 4");
   // With dequant warps one consumer warp arrives on a slot's empty barrier: each slot is released after its commit
