@@ -289,6 +289,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   const u32 staged = b_ok + 8 * (FUSE_B ? BSTAGES : 0), stage_free = staged + 8, bias_full = stage_free + 8;
   // SK: sk_stored (every consumer warp has stored its share of the head's partial sums; warp 2 then publishes them)
   const u32 sk_stored = bias_full + 8;
+  // SK: CTA b's slot of head partial sums in P.sk_acc (256 consumer threads x kAcc floats; see Sm90WsParams).
+  auto sk_slot = [&](i64 b) { return P.sk_acc + b * (256 * kAcc); };
   const u32 stage = base + C::kOffStage, bias_buf = base + C::kOffBias;
   // d buffer s (EPI_TMA: buffer 1 is the staging area's first box).
   auto dbuf = [&](int s) { return EPI_TMA && s == 1 ? stage : dtile + (u32)s * 128 * 128; };
@@ -729,7 +731,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
             const int n = ke - kb, nb = n + (ke == num_main ? num_rank : 0);
             // The tail's partial sums (stored by CTA b - 1, possibly evicted from L2 since) into L2 while this
             // segment's first loads are on their way.
-            if (kb > 0) bulk_prefetch_l2(P.sk_acc + (i64)blockIdx.x * (128 * BN), 128 * BN * 4);
+            if (kb > 0) bulk_prefetch_l2(sk_slot(blockIdx.x), 256 * kAcc * 4);
             int early = 0;
             if (i == 0) {  // (as below: the first packed slots before the wait for the copy launch)
               early = n < STAGES ? n : STAGES;
@@ -1312,7 +1314,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         k_loop(0, ke);
         wgmma_wait_acc<BN, 0>(acc);
         release_b(ke - 1);
-        float* const out = P.sk_acc + (i64)(blockIdx.x + 1) * (256 * kAcc);
+        float* const out = sk_slot(blockIdx.x + 1);
 #pragma unroll
         for (int x = 0; x < kAcc / 4; ++x)
           reinterpret_cast<float4*>(out)[x * 256 + ct] = make_float4(acc[4 * x], acc[4 * x + 1], acc[4 * x + 2], acc[4 * x + 3]);
@@ -1328,7 +1330,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         const u64* flag = P.sk_flags + blockIdx.x;
         while (ld_relaxed_gpu_u64(flag) != P.epoch) __nanosleep(100);
         fence_acq_rel_gpu();
-        const float* const in = P.sk_acc + (i64)blockIdx.x * (256 * kAcc);
+        const float* const in = sk_slot(blockIdx.x);
 #pragma unroll
         for (int j = 0; j < kAcc / 4; ++j) {
           const float4 v = reinterpret_cast<const float4*>(in)[j * 256 + ct];

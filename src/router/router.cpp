@@ -79,8 +79,9 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // 0.87 / 0.84 / 0.90x the time of the persistent build, 0.58-0.70x that of the 128x128 build the waves rule
   // had picked for the 1536-2048-row ones), with at least 6 row tiles (512 x 12288 x 3072, 4 row tiles: 2% slower;
   // its CTAs, out of step in K, share their B tiles' K tiles less in L2); nearly full last rounds (2.91, 4.91
-  // rounds) measured 4.7-7.8% slower. Two rounds of 128x256 tiles against three of 128x128 the persistent build was the
-  // faster on all five shapes measured (74-270 vs 96-337 us), so the 128x128 build is for one wave only.
+  // rounds) measured 4.7-7.8% slower. Where two rounds of 128x256 tiles compete with three of 128x128, the persistent
+  // build was the faster on all five shapes measured (74-270 vs 96-337 us), so the 128x128 build is for one wave
+  // only.
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
   const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
   const registry::Build& wide_sk = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
