@@ -38,15 +38,12 @@ struct Sm90WsParams {
   // of 64 rows x 64 K (unit j = K tile j / U, rows 64 (j % U).., U = ceil(N / 64)). A unit is converted by the CTA that claims it
   // (b16_claims[j] exchanged to `epoch`) and published by b16_flags[j] = epoch (release); `epoch` is unique per
   // launch, so the scratch holding the words needs no clearing.
-  // sm90_svdq_swap_a16 FUSE_A: the same fields for the FP16 copy of A [M, K] (tma_a reads it), in units of BM rows
-  // x 64 K (unit j = K tile j / Y, row tile j % Y, Y = gridDim.y), every unit converted by the grid.
   u16* b16;               // FP16 [N, K], deq(B) x 2^-7 (smxx_dequant_fp16's values)
   u64* b16_flags;         // [num K tiles x U]
   u64* b16_claims;        // [num K tiles x U]
   u64 epoch;
   // The first unit row (64 B rows each) this grid converts: the copy launch before it (programmatic dependent
-  // launch) writes rows 0 .. 64 fuse_u0 - 1, the column tiles of the first wave of tiles. (sm90_svdq_swap_a16
-  // FUSE_A: the units of K tiles below fuse_u0 are left to the CTAs waiting for them; 0 but under SVDQ_FUSE_A_SKIP.)
+  // launch) writes rows 0 .. 64 fuse_u0 - 1, the column tiles of the first wave of tiles.
   int fuse_u0;
   // sm90_svdq_ws SK: CTA b + 1's partial FP32 sums of the tile CTA b cuts (slot b + 1: 256 threads x BN / 2 floats,
   // float4 j of thread t at j * 256 + t) and a flag per slot set to `epoch` (release) once they are stored;

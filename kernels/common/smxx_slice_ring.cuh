@@ -34,7 +34,6 @@ SVDQ_DEV u32 ld_shared_u32(u32 addr) {
   asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
   return v;
 }
-SVDQ_DEV void st_shared_u32(u32 addr, u32 v) { asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory"); }
 
 template <int BM, int BN, int STAGES>
 struct SliceRing {

@@ -62,7 +62,7 @@
 namespace svdq_k {
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool FUSE_A = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 struct Sm90SwapA16Config {
   static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
   static constexpr int kDq0 = 128 + 32 * PRODUCERS;   // first dequant thread
@@ -77,8 +77,7 @@ struct Sm90SwapA16Config {
   static constexpr int kBTiles = B_REGS ? 0 : DQW > 0 ? TSTAGES : 2;
   static constexpr int kOffBTiles = STAGES * kStage;
   static constexpr int kOffBars = kOffBTiles + kBTiles * kBTile;
-  // (+ the FP16 tiles' full/empty pairs; FUSE_A: + the A-ready barrier and the word holding a round's claims)
-  static constexpr int kBars = 2 * STAGES + (DQW > 0 ? 2 * TSTAGES : 0) + (FUSE_A ? 2 : 0);
+  static constexpr int kBars = 2 * STAGES + (DQW > 0 ? 2 * TSTAGES : 0);  // (+ the FP16 tiles' full/empty pairs)
   static constexpr int kSmem = kOffBars + kBars * 8 + 1024;  // + slack for 1024-byte alignment
   static constexpr int kTeamWarps = DQW / TEAMS;                          // dequant warps writing one tile
   static constexpr int kWordsPerThread = DQW > 0 ? 16 / kTeamWarps : 8;  // of the tile's 64 rows x 8 words
@@ -112,25 +111,18 @@ struct Sm90SwapA16Config {
   // LEAN: the dequant warps take their scales by the hardware E4M3 conversion, applied through HMUL2's operand
   // selectors (e4m3x2_half2_x128, sm90_ws_parts.cuh): the same FP16 values, fewer instructions per tile.
   static_assert(!LEAN || DQW > 0, "sm90 swap-A16: LEAN is a form of the dequant warps");
-  // FUSE_A: the consumer and dequant warps (kConv threads) write the FP16 copy of A themselves, kRound units of
-  // BM rows x 64 K per round (kWpt words of 8 codes per thread).
-  static_assert(!FUSE_A || (DQW > 0 && CLUSTER == 1), "sm90 swap-A16: FUSE_A needs dequant warps, no clusters");
-  static constexpr int kConv = kThreads - 32 * PRODUCERS;
-  static constexpr int kRound = 4, kUnitWords = BM * 8;
-  static constexpr int kWpt = (kRound * kUnitWords + kConv - 1) / kConv;
 };
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool FUSE_A = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN, FUSE_A>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
   const u32 ring = (smem_addr(smem) + 1023u) & ~1023u;
   const u32 full = ring + C::kOffBars, empty = full + 8 * STAGES;
   const u32 full_t = empty + 8 * STAGES, empty_t = full_t + 8 * TSTAGES;  // DQW > 0: the FP16 B tiles
-  const u32 a_ready = empty_t + 8 * TSTAGES, claims_word = a_ready + 8;    // FUSE_A
 
   const int tid = threadIdx.x, lane = tid & 31;
   const i64 n0 = (i64)blockIdx.x * C::kBN, m0 = (i64)blockIdx.y * BM;
@@ -149,7 +141,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         mbar_init(empty_t + 8 * s, 4);   // every consumer warp
       }
     }
-    if constexpr (FUSE_A) mbar_init(a_ready, 1);  // consumer warp 0, once every unit of this CTA's rows is published
     mbar_init_fence();
   }
   const u32 crank = sync_after_barrier_init<CLUSTER>();
@@ -158,71 +149,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   // (programmatic dependent launch); everything else, the weights' first tiles included, may start before the copy
   // has finished (in practice a CTA of the 72-row builds needs the whole register file and starts as the copy's CTAs
   // leave its SM, see the producers).
-
-  // FUSE_A: this grid writes the FP16 copy of A (P.b16, [M, K], smxx_dequant_fp16's values and order; no copy
-  // launch before it) in units of BM rows x 64 K: unit j = kt * gridDim.y + y is K tile kt of row tile y, and CTA
-  // (x, y) converts the units of K tiles x, x + gridDim.x, ... of its own rows, kRound at a time: warp 0 claims them
-  // (P.b16_claims[j] exchanged to P.epoch) while every consumer and dequant thread loads its words of all of them,
-  // then those threads convert and store the claimed ones, and thread 0 publishes them (P.b16_flags[j] = P.epoch,
-  // after the writers' proxy fences and a GPU-scope fence). Consumer warp 0 then waits until every unit of the CTA's
-  // rows is published, converting itself any unit nobody has claimed (so a CTA never waits on one that is not
-  // running), and arrives on a_ready, which the producers wait for before their first A load. (P.fuse_u0 > 0, a
-  // debug knob: the units of K tiles below it are left to those waiting warps.)
-  [[maybe_unused]] const int units_m = (int)gridDim.y;
-  [[maybe_unused]] const i64 a_words = p.k / 8, a_sf_cols = (p.k / 16 + 3) / 4 * 4;
-  [[maybe_unused]] const int a_rows = (int)(p.m - m0 < BM ? p.m - m0 : BM);
-  // Word e (< kUnitWords: row e / 8, word e % 8 of the K tile) of K tile kt of this CTA's rows: its row of A and
-  // word in the row (8 codes; 16 bytes of the FP16 copy), the row -1 past M or K.
-  auto a_word = [&](int kt, int e, i64& w) -> i64 {
-    const int r = e >> 3;
-    w = 8 * (i64)kt + (e & 7);
-    return r < a_rows && w < a_words ? m0 + r : -1;
-  };
-  auto a_load = [&](i64 row, i64 w, u32& q, u32& sc) {
-    q = reinterpret_cast<const u32*>(p.a)[row * a_words + w];
-    sc = p.a_sf[sf_swizzled_offset(row, w >> 1, a_sf_cols)];
-  };
-  auto a_store = [&](i64 row, i64 w, u32 q, u32 sc) {
-    u32 o[4];
-    dequant8_f16(q, half2_lo_lo(scale2_half2_x128(sc)), o);
-    reinterpret_cast<uint4*>(P.b16)[row * a_words + w] = make_uint4(o[0], o[1], o[2], o[3]);
-  };
-  if constexpr (FUSE_A) {
-    if (tid < 128 || tid >= C::kDq0) {
-      const int ct = tid < 128 ? tid : tid - 32 * PRODUCERS;  // 0 .. kConv - 1
-      const int gx = (int)gridDim.x;
-      for (int t0 = (int)blockIdx.x; t0 < num_main; t0 += C::kRound * gx) {  // units of K tiles t0 + i gx, i < kRound
-        if (tid < 32) {
-          const int kt = t0 + lane * gx;
-          bool mine = false;
-          if (lane < C::kRound && kt < num_main && kt >= P.fuse_u0)  // (below fuse_u0: left to the waiting warps)
-            mine = atomicExch(P.b16_claims + (i64)kt * units_m + blockIdx.y, P.epoch) != P.epoch;
-          const u32 m = __ballot_sync(0xFFFFFFFFu, mine);
-          if (lane == 0) st_shared_u32(claims_word, m);
-        }
-        u32 q[C::kWpt], sc[C::kWpt];
-        i64 row[C::kWpt], w[C::kWpt];
-#pragma unroll
-        for (int v = 0; v < C::kWpt; ++v) {  // (loaded before the claims are known)
-          const int e = ct + v * C::kConv, i = e / C::kUnitWords, kt = t0 + i * gx;
-          row[v] = e < C::kRound * C::kUnitWords && kt < num_main ? a_word(kt, e % C::kUnitWords, w[v]) : -1;
-          if (row[v] >= 0) a_load(row[v], w[v], q[v], sc[v]);
-        }
-        named_barrier_sync(3, C::kConv);  // the claims word is written
-        const u32 mine = ld_shared_u32(claims_word);
-#pragma unroll
-        for (int v = 0; v < C::kWpt; ++v)
-          if (row[v] >= 0 && ((mine >> ((ct + v * C::kConv) / C::kUnitWords)) & 1u)) a_store(row[v], w[v], q[v], sc[v]);
-        fence_proxy_async_global();       // this thread's stores, before the async proxy (TMA loads) reads them
-        named_barrier_sync(3, C::kConv);  // every store of the round (and every read of the claims word)
-        if (tid == 0) {
-          fence_acq_rel_gpu();
-          for (int i = 0; i < C::kRound; ++i)
-            if ((mine >> i) & 1u) st_relaxed_gpu_u64(P.b16_flags + (i64)(t0 + i * gx) * units_m + blockIdx.y, P.epoch);
-        }
-      }
-    }
-  }
 
   if constexpr (DQW > 0) {
     if (tid >= C::kDq0) {  // dequant warps: words w0.. of B row drow of every main K tile
@@ -327,8 +253,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       // wgmma after it).
       const int early = num_main < PRODUCERS ? num_main : PRODUCERS;
       for (int it = pw; it < early; it += PRODUCERS) load_b(it);
-      if constexpr (FUSE_A) mbar_wait(a_ready, 0);  // (FUSE_A: every unit of A this CTA reads is published)
-      else pdl_wait_prior_grid();
+      pdl_wait_prior_grid();
       for (int it = pw; it < total; it += PRODUCERS) {
         if (it < num_main) {
           if (it >= early) load_b(it);
@@ -350,48 +275,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   }
 
   // ---- consumer ----
-  if constexpr (FUSE_A) {
-    if (tid < 32) {  // warp 0: every unit of this CTA's rows published, 32 K tiles at a time (lane l: K tile k0 + l)
-      for (int k0 = 0; k0 < num_main; k0 += 32) {
-        const int kt = k0 + lane;
-        const i64 j = (i64)kt * units_m + blockIdx.y;
-        bool ok = kt >= num_main;
-        while (true) {
-          if (!ok) ok = ld_relaxed_gpu_u64(P.b16_flags + j) == P.epoch;
-          if (__all_sync(0xFFFFFFFFu, ok)) break;
-          // A unit nobody has claimed yet (its CTA is not running, or not yet): claimed and converted by this warp.
-          bool take = false;
-          if (!ok && ld_relaxed_gpu_u64(P.b16_claims + j) != P.epoch) take = atomicExch(P.b16_claims + j, P.epoch) != P.epoch;
-          u32 todo = __ballot_sync(0xFFFFFFFFu, take);
-          if (todo == 0) __nanosleep(128);
-          while (todo != 0) {
-            const int src = __ffs(todo) - 1, ukt = k0 + src;
-            todo &= todo - 1;
-            for (int e = lane; e < C::kUnitWords; e += 32) {
-              i64 uw;
-              const i64 ur = a_word(ukt, e, uw);
-              u32 uq, us;
-              if (ur >= 0) {
-                a_load(ur, uw, uq, us);
-                a_store(ur, uw, uq, us);
-              }
-            }
-            fence_proxy_async_global();
-            __syncwarp();
-            if (lane == 0) {
-              fence_acq_rel_gpu();
-              st_relaxed_gpu_u64(P.b16_flags + (i64)ukt * units_m + blockIdx.y, P.epoch);
-            }
-            __syncwarp();
-          }
-        }
-      }
-      fence_acq_rel_gpu();  // (every lane: the flags it read were releases)
-      fence_proxy_async_global();
-      __syncwarp();
-      if (lane == 0) mbar_arrive(a_ready);
-    }
-  }
   const int g = lane >> 2, c = lane & 3;
   const int ra = (tid >> 5) * 16 + g, rb = ra + 8;  // this thread's two B rows in the tile
   // The epilogue's global inputs, read now (inputs of the op, not of the FP16 copy this launch may overlap).

@@ -162,7 +162,8 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   }
   if (registry::needs_fp16_a(build)) {
     // The swap-AB program on FP16 A: deq(A) x 2^-7 as FP16 [M, K]; the weights stay packed.
-    auto a16_params = [&](void* a16) {
+    with_fp16_copies(dev, stream, {{a, a_sf, dm.m, "a"}}, dm.k, build, gx, gy, [&](void* const* c) {
+      void* a16 = c[0];
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
       wp.raster = raster;
@@ -177,34 +178,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       jit::encode_tma_2d(&wp.tma_out, out, 2, static_cast<uint64_t>(dm.n), static_cast<uint64_t>(dm.m), static_cast<uint64_t>(dm.n) * 2,
                          64, static_cast<uint32_t>(build.bm), 128);
       return wp;
-    };
-    if (!build.fuse_a) {
-      with_fp16_copies(dev, stream, {{a, a_sf, dm.m, "a"}}, dm.k, build, gx, gy,
-                       [&](void* const* c) { return a16_params(c[0]); });
-      return;
-    }
-    // FUSE_A: the GEMM writes the copy itself; the scratch holds it, then a flag and a claim word per unit of
-    // bm rows x 64 K (unit j = K tile j / gy, row tile j % gy).
-    const int64_t units = checked::mul((dm.k + 63) / 64, static_cast<int64_t>(gy), "FP16 copy units");
-    const int64_t copy = checked::round_up(registry::fp16_copy_bytes(dm.m, dm.k), 256, "FP16 copy bytes");
-    const uint64_t bytes = static_cast<uint64_t>(checked::add(copy, checked::mul(units, 16, "FP16 copy flags"), "scratch"));
-    jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated
-    const CUstream cs = reinterpret_cast<CUstream>(stream);
-    void* scratch = jit::scratch_alloc(bytes, dev.ordinal, cs, "the FP16 copy of a (" + build.id + ")");
-    try {
-      svdq_k::Sm90WsParams wp = a16_params(scratch);
-      wp.b16 = static_cast<svdq_k::u16*>(scratch);
-      wp.b16_flags = reinterpret_cast<svdq_k::u64*>(static_cast<char*>(scratch) + copy);
-      wp.b16_claims = wp.b16_flags + units;
-      wp.epoch = next_epoch();
-      // (SVDQ_FUSE_A_SKIP, a debug knob: the owning CTAs leave the units of the first n K tiles to the waiting ones)
-      wp.fuse_u0 = static_cast<int>(env::get_int("SVDQ_FUSE_A_SKIP", 0, 1 << 30).value_or(0));
-      launch(build, dev, gx, gy, stream, &wp);
-    } catch (...) {
-      jit::scratch_free(scratch, cs);
-      throw;
-    }
-    jit::scratch_free(scratch, cs);
+    });
     return;
   }
   if (registry::needs_fp16_b(build)) {

@@ -378,18 +378,6 @@ TEST(Registry, SwapA16TemplateArgumentsRenderInOrder) {
   EXPECT_EQ(targs(rs_p4), "72, 8, true, 0, 2, 1, 4");
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean")),
             "72, 16, false, 8, 4, 1, 4, 4, 2, false, true");
-  // The forms writing A's FP16 copy themselves: the routed builds plus FUSE_A (LEAN named false before it), the
-  // same threads, two 8-byte words more (the A-ready barrier, a round's claims), still FP16-A builds.
-  for (const char* id : {"sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2"}) {
-    const reg::Build& base = reg::build_by_id(id);
-    const reg::Build& fa = reg::build_by_id(std::string(id) + "_fa");
-    EXPECT_EQ(targs(fa), targs(base) + ", false, true") << fa.id;
-    EXPECT_TRUE(fa.fuse_a && !base.fuse_a && reg::needs_fp16_a(fa)) << fa.id;
-    EXPECT_EQ(fa.smem_bytes, base.smem_bytes + 2 * 8) << fa.id;
-    EXPECT_EQ(fa.threads, base.threads) << fa.id;
-  }
-  for (const auto& b : reg::all_builds())  // only the swap-A16 program with dequant warps and no clusters has it
-    EXPECT_TRUE(!b.fuse_a || (b.program == reg::Program::Sm90SwapA16 && b.dq_warps > 0 && b.cluster == 1)) << b.id;
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean")),
             "24, 16, false, 8, 4, 1, 4, 4, 2, false, true");
 }
