@@ -218,8 +218,8 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
 #pragma unroll
           for (int v = 0; v < C::kAWords; ++v) {
             const int r = ar0 + C::kARowStep * v;
-            u32 o[4];  // (the scale by the hardware E4M3 conversion: the copy launch's FP16 values, fewer instructions)
-            dequant8_f16_by_lo(aq[v], e4m3x2_half2_x128(asc[v]), o);
+            u32 o[4];
+            dequant8_f16(aq[v], half2_lo_lo(scale2_half2_x128(asc[v])), o);
             st_shared_16(slot + r * 128 + ((aw ^ (r & 7)) << 4), o[0], o[1], o[2], o[3]);
           }
           fence_proxy_async_shared();  // this thread's A writes, before the wgmmas (async proxy) read them
