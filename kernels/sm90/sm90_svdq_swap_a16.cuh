@@ -62,7 +62,7 @@
 namespace svdq_k {
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool A_DQ = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 struct Sm90SwapA16Config {
   static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
   static constexpr int kDq0 = 128 + 32 * PRODUCERS;   // first dequant thread
@@ -111,18 +111,12 @@ struct Sm90SwapA16Config {
   // LEAN: the dequant warps take their scales by the hardware E4M3 conversion, applied through HMUL2's operand
   // selectors (e4m3x2_half2_x128, sm90_ws_parts.cuh): the same FP16 values, fewer instructions per tile.
   static_assert(!LEAN || DQW > 0, "sm90 swap-A16: LEAN is a form of the dequant warps");
-  // A_DQ: the team writing a K tile's FP16 B tile also writes its FP16 A tile into the slot (kAWords words of 8 codes
-  // per thread, word kt-relative dt % 8 of rows dt / 8 + kARowStep v), from the packed codes in global memory.
-  static constexpr int kARowStep = 32 * kTeamWarps / 8;
-  static constexpr int kAWords = A_DQ ? BM / kARowStep : 1;
-  static_assert(!A_DQ || (DQW > 0 && CLUSTER == 1 && BM % kARowStep == 0),
-                "sm90 swap-A16: A_DQ needs dequant warps, no clusters, BM a multiple of a team's threads / 8");
 };
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool A_DQ = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN, A_DQ>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
@@ -165,30 +159,10 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       const u32 d_ok = n0 + drow < p.n ? 0xFFFFFFFFu : 0u;
       const u32 d_pk = packed_word_addr(C::kOffPackB, drow, w0);  // (kWords == 8: the whole row, load_packed_row)
       const u32 d_sf = C::kOffSfB + scale_word_offset((int)(n0 & 127) + drow);
-      // A_DQ: this thread's A words (word aw of each K tile, rows ar0 + kARowStep v), loaded before the slot's wait.
-      [[maybe_unused]] const int aw = dt & 7, ar0 = dt >> 3;
-      [[maybe_unused]] const i64 a_words = p.k / 8, a_row0 = m0 + ar0;
-      [[maybe_unused]] const u32* a_codes = reinterpret_cast<const u32*>(p.a) + a_row0 * a_words + aw;
-      [[maybe_unused]] const i64 a_rstep = C::kARowStep * a_words, a_sf_blk = (p.k / 16 + 3) / 4 * 512;
-      [[maybe_unused]] const int a_nv = p.m - a_row0 <= 0 ? 0 : (int)((p.m - a_row0 + C::kARowStep - 1) / C::kARowStep);
       for (int it = team; it < num_main; it += TEAMS) {
         const int s = it % STAGES, ts = it % TSTAGES;
         const u32 slot = ring + s * C::kStage;
         const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
-        u32 aq[C::kAWords], asc[C::kAWords];
-        if constexpr (A_DQ) {
-          const bool w_ok = 8 * (i64)it + aw < a_words;
-          const u8* sf_it = p.a_sf + (i64)it * 512 + (aw >> 1);  // K group 4 it + aw / 2: block it, byte aw / 2
-#pragma unroll
-          for (int v = 0; v < C::kAWords; ++v) {  // (zeros past M and past K, as the TMA fill of the copy's tile)
-            const bool ok = w_ok && v < a_nv;
-            // Its scale's place (sf_swizzled_offset's terms; a row index fits 32 bits: at most 65535 row tiles).
-            const u32 row = (u32)a_row0 + C::kARowStep * v;
-            const i64 sfo = (row >> 7) * a_sf_blk + (row & 31) * 16 + ((row >> 5) & 3) * 4;
-            aq[v] = ok ? __ldg(a_codes + 8 * it + v * a_rstep) : 0u;
-            asc[v] = ok ? __ldg(sf_it + sfo) : 0u;
-          }
-        }
         mbar_wait(full + 8 * s, (it / STAGES) & 1);
         SVDQ_TRACE(2, it);
         u32 q[kWords];
@@ -213,16 +187,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
           else if ((w >> 1) & 1) dequant8_f16_by_hi(q[w], sh[w >> 2], o);  // group w / 2: pair w / 4, its half
           else dequant8_f16_by_lo(q[w], sh[w >> 2], o);
           st_shared_16(tile + drow * 128 + (((w0 + w) ^ (drow & 7)) << 4), o[0], o[1], o[2], o[3]);
-        }
-        if constexpr (A_DQ) {  // the slot's FP16 A tile: the copy launch's values, in the TMA's 128-byte swizzle
-#pragma unroll
-          for (int v = 0; v < C::kAWords; ++v) {
-            const int r = ar0 + C::kARowStep * v;
-            u32 o[4];
-            dequant8_f16(aq[v], half2_lo_lo(scale2_half2_x128(asc[v])), o);
-            st_shared_16(slot + r * 128 + ((aw ^ (r & 7)) << 4), o[0], o[1], o[2], o[3]);
-          }
-          fence_proxy_async_shared();  // this thread's A writes, before the wgmmas (async proxy) read them
         }
         __syncwarp();  // the warp's tile writes, before lane 0's arrival (release) publishes them to ldmatrix
         SVDQ_TRACE(4, it);
@@ -253,7 +217,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   if (tid >= 128) {  // producers
     const int pw = (tid - 128) >> 5;  // producer warp: slots it % PRODUCERS == pw
     if (lane == 0) {
-      if constexpr (!A_DQ) tma_prefetch_desc(&P.tma_a);  // (the rank steps' maps after the first loads)
+      tma_prefetch_desc(&P.tma_a);  // (the rank steps' maps after the first loads)
       tma_prefetch_desc(&P.tma_b);
       SVDQ_TRACE(9, 4);
       const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
@@ -278,7 +242,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         const u32 slot = ring + s * C::kStage, bar = full + 8 * s;
         wait_slot(it);
         SVDQ_TRACE(0, it);
-        mbar_arrive_expect_tx(bar, (A_DQ ? 0 : C::kATile) + C::kBN * 32 + (n_ok ? 512 : 0));  // (A_DQ: no A tile)
+        mbar_arrive_expect_tx(bar, C::kATile + C::kBN * 32 + (n_ok ? 512 : 0));
         tma_load_2d(slot + C::kOffPackB, &P.tma_b, 32 * it, (int)n0, bar);
         if (n_ok) bulk_load(slot + C::kOffSfB, p.b_sf + ((n0 >> 7) * sf_ktiles + it) * 512, 512, bar);
       };
@@ -289,11 +253,11 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       // wgmma after it).
       const int early = num_main < PRODUCERS ? num_main : PRODUCERS;
       for (int it = pw; it < early; it += PRODUCERS) load_b(it);
-      if constexpr (!A_DQ) pdl_wait_prior_grid();  // (A_DQ: no copy launch before it)
+      pdl_wait_prior_grid();
       for (int it = pw; it < total; it += PRODUCERS) {
         if (it < num_main) {
           if (it >= early) load_b(it);
-          if constexpr (!A_DQ) load_a(&P.tma_a, 64 * it, it);
+          load_a(&P.tma_a, 64 * it, it);
           SVDQ_TRACE(1, it);
           if (it == pw) {
             tma_prefetch_desc(&P.tma_d);

@@ -263,19 +263,6 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     jit::scratch_free(scratch, cs);
     return;
   }
-  if (build.program == registry::Program::Sm90SwapA16) {
-    // The swap-AB program dequantizing A into its slots itself (a_dq): one launch, no scratch; the weights by TMA.
-    svdq_k::Sm90WsParams wp{};
-    wp.mm = p;
-    const uint32_t bn = static_cast<uint32_t>(build.bn), bm = static_cast<uint32_t>(build.bm);
-    jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, bn, 32);
-    jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, bm, 128);
-    jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
-    jit::encode_tma_2d(&wp.tma_out, out, 2, static_cast<uint64_t>(dm.n), static_cast<uint64_t>(dm.m),
-                       static_cast<uint64_t>(dm.n) * 2, 64, bm, 128);
-    launch(build, dev, gx, gy, stream, &wp);
-    return;
-  }
   if (build.program == registry::Program::Sm90Ws || build.program == registry::Program::Sm90Swap ||
       build.program == registry::Program::Sm90Narrow) {
     // Tensor maps for the TMA loads (see Sm90WsParams); validation already guarantees 16-byte aligned bases and

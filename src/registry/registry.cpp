@@ -153,7 +153,7 @@ Build sm90_swap(const std::string& id, int bm, int stages, int tstages, int team
 // Mirrors Sm90SwapA16Config in kernels/sm90/sm90_svdq_swap_a16.cuh (the rendered unit static_asserts the size).
 Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int dq_warps = 0, int tstages = 2,
                     int cluster = 1, int producers = 1, int teams = 1, int group = 1, bool fused = false,
-                    bool lean = false, bool a_dq = false) {
+                    bool lean = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90SwapA16;
@@ -171,7 +171,6 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
   b.group = group;
   b.fused = fused;
   b.lean = lean;
-  b.a_dq = a_dq;
   b.threads = 128 + 32 * producers + 32 * dq_warps;  // 1 consumer warpgroup, the producer warps (+ dequant warps)
   const int64_t a_rows = int64_t(cluster) * a16_rows_per_cta(b);  // the A tile area of a slot
   const int64_t stage = (a_rows * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
@@ -329,9 +328,6 @@ std::vector<Build> make_builds() {
       // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
       sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean", 24, 16, false, 8, 4, 1, 4, 4, 2, false, true),
-      // The routed pairs builds with A dequantized by the teams as well (no FP16 copy of A, one launch).
-      sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_adq", 72, 16, false, 8, 4, 1, 4, 4, 2, false, false, true),
-      sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_adq", 24, 16, false, 8, 4, 1, 4, 4, 2, false, false, true),
   };
 }
 
@@ -410,9 +406,7 @@ std::string Build::description() const {
          << "), sm_" << min_cc << "+";
       break;
     case Program::Sm90SwapA16:
-      os << "sm_90a swap-AB wgmma GEMM for small M on FP16 A ("
-         << (a_dq ? "dequantized into each slot by the team dequantizing its B tile" : "dequantized by a launch before it")
-         << "), tile " << bm
+      os << "sm_90a swap-AB wgmma GEMM for small M on FP16 A (dequantized by a launch before it), tile " << bm
          << " rows x " << bn << " columns x 64, TMA + mbarrier ring of " << stages << " slots, "
          << (producers > 1 ? std::to_string(producers) + " producer warps taking the slots in turn" : "a producer warp") << ", 1 "
          << "consumer warpgroup ";
@@ -496,9 +490,7 @@ ClusterShape cluster_shape(const Build& b) {
   return {b.cluster, 1};                                     // column tiles share A
 }
 
-bool needs_fp16_a(const Build& b) {
-  return (b.program == Program::Sm90SwapA16 && !b.a_dq) || (b.program == Program::Sm90Ws && b.fp16_a);
-}
+bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16 || (b.program == Program::Sm90Ws && b.fp16_a); }
 bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp16_b; }
 
 const Build& dequant_fp16_for(const Build& gemm) {
@@ -611,11 +603,11 @@ std::string render(const Build& b) {
                                 (b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.producers) : "") +
                                 (b.teams > 1 || b.group > 1 || b.fused ? ", " + std::to_string(b.teams) : "") +
                                 (b.group > 1 || b.fused ? ", " + std::to_string(b.group) + (b.fused ? ", true" : ", false") : "");
-      if (b.lean || b.a_dq)  // LEAN, A_DQ, the last arguments: every one before them named
+      if (b.lean)  // LEAN, the last argument: every one before it named
         targs = std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + b_regs + ", " +
                 std::to_string(b.dq_warps) + ", " + std::to_string(b.tile_bufs) + ", " + std::to_string(b.cluster) +
                 ", " + std::to_string(b.producers) + ", " + std::to_string(b.teams) + ", " + std::to_string(b.group) +
-                (b.fused ? ", true" : ", false") + (b.lean ? ", true" : ", false") + (b.a_dq ? ", true" : "");
+                (b.fused ? ", true" : ", false") + ", true";
       render_sm90_unit(os, b, "sm90_svdq_swap_a16.cuh", "Sm90SwapA16Config", "sm90_svdq_swap_a16", targs);
       break;
     }
