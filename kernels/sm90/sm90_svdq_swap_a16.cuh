@@ -113,9 +113,8 @@ struct Sm90SwapA16Config {
   // selectors (e4m3x2_half2_x128, sm90_ws_parts.cuh): the same FP16 values, fewer instructions per tile.
   static_assert(!LEAN || DQW > 0, "sm90 swap-A16: LEAN is a form of the dequant warps");
   // A_BARS: a main tile's FP16 A tile lands on a barrier of its own (full_a), its weights on the slot's full
-  // barrier, so the team converts the weights as soon as they land and waits for the A tile only before its arrival
-  // on the FP16 tile's barrier. (Issuing every slot's weights before the wait for the copy of A measured 0.4-0.7 us
-  // slower: each producer's A tile then completed behind its other weight loads.)
+  // barrier, so the team converts the weights as soon as they land (every slot's weights are issued before the wait
+  // for the copy of A) and waits for the A tile only before its arrival on the FP16 tile's barrier.
   static_assert(!A_BARS || (DQW > 0 && CLUSTER == 1), "sm90 swap-A16: A_BARS needs dequant warps, no clusters");
 };
 
@@ -261,7 +260,8 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       // on the H200's global timer, bench/micro/swap_a16_trace.cu), and the first A tile, issued behind
       // STAGES / PRODUCERS weight loads per producer, was the CTA's first tile to complete (~1.9 us to the first
       // wgmma after it).
-      const int early = num_main < PRODUCERS ? num_main : PRODUCERS;
+      // (A_BARS: every slot's weights first, which the teams convert while the A tiles are still to come.)
+      const int n_early = A_BARS ? STAGES : PRODUCERS, early = num_main < n_early ? num_main : n_early;
       for (int it = pw; it < early; it += PRODUCERS) load_b(it);
       pdl_wait_prior_grid();
       for (int it = pw; it < total; it += PRODUCERS) {
