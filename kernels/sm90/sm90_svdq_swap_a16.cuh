@@ -62,7 +62,7 @@
 namespace svdq_k {
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool A_BARS = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 struct Sm90SwapA16Config {
   static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
   static constexpr int kDq0 = 128 + 32 * PRODUCERS;   // first dequant thread
@@ -77,8 +77,7 @@ struct Sm90SwapA16Config {
   static constexpr int kBTiles = B_REGS ? 0 : DQW > 0 ? TSTAGES : 2;
   static constexpr int kOffBTiles = STAGES * kStage;
   static constexpr int kOffBars = kOffBTiles + kBTiles * kBTile;
-  // (+ the FP16 tiles' full/empty pairs; A_BARS: + a barrier per slot for its A tile)
-  static constexpr int kBars = 2 * STAGES + (DQW > 0 ? 2 * TSTAGES : 0) + (A_BARS ? STAGES : 0);
+  static constexpr int kBars = 2 * STAGES + (DQW > 0 ? 2 * TSTAGES : 0);  // (+ the FP16 tiles' full/empty pairs)
   static constexpr int kSmem = kOffBars + kBars * 8 + 1024;  // + slack for 1024-byte alignment
   static constexpr int kTeamWarps = DQW / TEAMS;                          // dequant warps writing one tile
   static constexpr int kWordsPerThread = DQW > 0 ? 16 / kTeamWarps : 8;  // of the tile's 64 rows x 8 words
@@ -112,23 +111,18 @@ struct Sm90SwapA16Config {
   // LEAN: the dequant warps take their scales by the hardware E4M3 conversion, applied through HMUL2's operand
   // selectors (e4m3x2_half2_x128, sm90_ws_parts.cuh): the same FP16 values, fewer instructions per tile.
   static_assert(!LEAN || DQW > 0, "sm90 swap-A16: LEAN is a form of the dequant warps");
-  // A_BARS: a main tile's FP16 A tile lands on a barrier of its own (full_a), its weights on the slot's full
-  // barrier, so the team converts the weights as soon as they land (every slot's weights are issued before the wait
-  // for the copy of A) and waits for the A tile only before its arrival on the FP16 tile's barrier.
-  static_assert(!A_BARS || (DQW > 0 && CLUSTER == 1), "sm90 swap-A16: A_BARS needs dequant warps, no clusters");
 };
 
 template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false, bool A_BARS = false>
+          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN, A_BARS>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
   const u32 ring = (smem_addr(smem) + 1023u) & ~1023u;
   const u32 full = ring + C::kOffBars, empty = full + 8 * STAGES;
   const u32 full_t = empty + 8 * STAGES, empty_t = full_t + 8 * TSTAGES;  // DQW > 0: the FP16 B tiles
-  const u32 full_a = empty_t + 8 * TSTAGES;  // A_BARS: the main tiles' A tiles
 
   const int tid = threadIdx.x, lane = tid & 31;
   const i64 n0 = (i64)blockIdx.x * C::kBN, m0 = (i64)blockIdx.y * BM;
@@ -147,8 +141,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         mbar_init(empty_t + 8 * s, 4);   // every consumer warp
       }
     }
-    if constexpr (A_BARS)
-      for (int s = 0; s < STAGES; ++s) mbar_init(full_a + 8 * s, 1);
     mbar_init_fence();
   }
   const u32 crank = sync_after_barrier_init<CLUSTER>();
@@ -171,7 +163,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         const int s = it % STAGES, ts = it % TSTAGES;
         const u32 slot = ring + s * C::kStage;
         const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
-        mbar_wait(full + 8 * s, (it / STAGES) & 1);  // (A_BARS: the weights; else the A tile too)
+        mbar_wait(full + 8 * s, (it / STAGES) & 1);
         SVDQ_TRACE(2, it);
         u32 q[kWords];
         if constexpr (kWords == 8) load_packed_row(slot + C::kOffPackB, drow, q);
@@ -196,7 +188,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
           else dequant8_f16_by_lo(q[w], sh[w >> 2], o);
           st_shared_16(tile + drow * 128 + (((w0 + w) ^ (drow & 7)) << 4), o[0], o[1], o[2], o[3]);
         }
-        if constexpr (A_BARS) mbar_wait(full_a + 8 * s, (it / STAGES) & 1);  // the slot's A tile, for the consumer
         __syncwarp();  // the warp's tile writes, before lane 0's arrival (release) publishes them to ldmatrix
         SVDQ_TRACE(4, it);
         if (lane == 0) mbar_arrive(full_t + 8 * ts);
@@ -237,9 +228,9 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
       };
       // The A (or d) tile of slot `it`: this CTA's rows of it, multicast to the cluster.
-      auto load_a = [&](const TmaDesc* map, int c0, int it, u32 bar) {
+      auto load_a = [&](const TmaDesc* map, int c0, int it) {
         const int s = it % STAGES;
-        const u32 slot = ring + s * C::kStage;
+        const u32 slot = ring + s * C::kStage, bar = full + 8 * s;
         if constexpr (CLUSTER > 1)
           tma_load_2d_multicast(slot + crank * (C::kAHalf * 128), map, c0, (int)m0 + (int)crank * C::kAHalf, bar,
                                 (u16)((1u << CLUSTER) - 1));
@@ -251,7 +242,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         const u32 slot = ring + s * C::kStage, bar = full + 8 * s;
         wait_slot(it);
         SVDQ_TRACE(0, it);
-        mbar_arrive_expect_tx(bar, (A_BARS ? 0 : C::kATile) + C::kBN * 32 + (n_ok ? 512 : 0));
+        mbar_arrive_expect_tx(bar, C::kATile + C::kBN * 32 + (n_ok ? 512 : 0));
         tma_load_2d(slot + C::kOffPackB, &P.tma_b, 32 * it, (int)n0, bar);
         if (n_ok) bulk_load(slot + C::kOffSfB, p.b_sf + ((n0 >> 7) * sf_ktiles + it) * 512, 512, bar);
       };
@@ -260,16 +251,13 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       // on the H200's global timer, bench/micro/swap_a16_trace.cu), and the first A tile, issued behind
       // STAGES / PRODUCERS weight loads per producer, was the CTA's first tile to complete (~1.9 us to the first
       // wgmma after it).
-      // (A_BARS: every slot's weights first, which the teams convert while the A tiles are still to come.)
-      const int n_early = A_BARS ? STAGES : PRODUCERS, early = num_main < n_early ? num_main : n_early;
+      const int early = num_main < PRODUCERS ? num_main : PRODUCERS;
       for (int it = pw; it < early; it += PRODUCERS) load_b(it);
       pdl_wait_prior_grid();
       for (int it = pw; it < total; it += PRODUCERS) {
         if (it < num_main) {
           if (it >= early) load_b(it);
-          const u32 abar = (A_BARS ? full_a : full) + 8 * (it % STAGES);
-          if constexpr (A_BARS) mbar_arrive_expect_tx(abar, C::kATile);
-          load_a(&P.tma_a, 64 * it, it, abar);
+          load_a(&P.tma_a, 64 * it, it);
           SVDQ_TRACE(1, it);
           if (it == pw) {
             tma_prefetch_desc(&P.tma_d);
@@ -277,8 +265,8 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
           }
         } else {
           wait_slot(it);
-          mbar_arrive_expect_tx(full + 8 * (it % STAGES), C::kATile);  // (the d tile: on the slot's full barrier)
-          load_a(&P.tma_d, 64 * (it - num_main), it, full + 8 * (it % STAGES));
+          mbar_arrive_expect_tx(full + 8 * (it % STAGES), C::kATile);
+          load_a(&P.tma_d, 64 * (it - num_main), it);
         }
       }
     }

@@ -153,7 +153,7 @@ Build sm90_swap(const std::string& id, int bm, int stages, int tstages, int team
 // Mirrors Sm90SwapA16Config in kernels/sm90/sm90_svdq_swap_a16.cuh (the rendered unit static_asserts the size).
 Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int dq_warps = 0, int tstages = 2,
                     int cluster = 1, int producers = 1, int teams = 1, int group = 1, bool fused = false,
-                    bool lean = false, bool a_bars = false) {
+                    bool lean = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90SwapA16;
@@ -171,12 +171,10 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
   b.group = group;
   b.fused = fused;
   b.lean = lean;
-  b.a_bars = a_bars;
   b.threads = 128 + 32 * producers + 32 * dq_warps;  // 1 consumer warpgroup, the producer warps (+ dequant warps)
   const int64_t a_rows = int64_t(cluster) * a16_rows_per_cta(b);  // the A tile area of a slot
   const int64_t stage = (a_rows * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
-  b.smem_bytes = stages * stage + b.tile_bufs * 64 * 128 +
-                 (2 * stages + (dq_warps > 0 ? 2 * tstages : 0) + (a_bars ? stages : 0)) * 8 + 1024;
+  b.smem_bytes = stages * stage + b.tile_bufs * 64 * 128 + (2 * stages + (dq_warps > 0 ? 2 * tstages : 0)) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
 }
@@ -330,9 +328,6 @@ std::vector<Build> make_builds() {
       // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
       sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean", 24, 16, false, 8, 4, 1, 4, 4, 2, false, true),
-      // The routed pairs builds with each A tile on a barrier of its own (the weights converted before it lands).
-      sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_ab", 72, 16, false, 8, 4, 1, 4, 4, 2, false, false, true),
-      sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_ab", 24, 16, false, 8, 4, 1, 4, 4, 2, false, false, true),
   };
 }
 
@@ -422,7 +417,6 @@ std::string Build::description() const {
       else os << "dequantizing B into " << (tile_bufs == 0 ? "RS fragments" : "2 FP16 tiles (SS wgmma)") << ", ";
       if (cluster > 1) os << "clusters of " << cluster << " CTAs sharing the A tiles (TMA multicast), ";
       if (lean) os << "lean dequantization (E4M3 scales by F2FP), ";
-      if (a_bars) os << "A tiles on barriers of their own (the weights converted first), ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::Sm90Narrow:
@@ -609,11 +603,11 @@ std::string render(const Build& b) {
                                 (b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.producers) : "") +
                                 (b.teams > 1 || b.group > 1 || b.fused ? ", " + std::to_string(b.teams) : "") +
                                 (b.group > 1 || b.fused ? ", " + std::to_string(b.group) + (b.fused ? ", true" : ", false") : "");
-      if (b.lean || b.a_bars)  // LEAN, A_BARS, the last arguments: every one before them named
+      if (b.lean)  // LEAN, the last argument: every one before it named
         targs = std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + b_regs + ", " +
                 std::to_string(b.dq_warps) + ", " + std::to_string(b.tile_bufs) + ", " + std::to_string(b.cluster) +
                 ", " + std::to_string(b.producers) + ", " + std::to_string(b.teams) + ", " + std::to_string(b.group) +
-                (b.fused ? ", true" : ", false") + (b.lean ? ", true" : ", false") + (b.a_bars ? ", true" : "");
+                (b.fused ? ", true" : ", false") + ", true";
       render_sm90_unit(os, b, "sm90_svdq_swap_a16.cuh", "Sm90SwapA16Config", "sm90_svdq_swap_a16", targs);
       break;
     }

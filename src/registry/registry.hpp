@@ -67,9 +67,6 @@ struct Build {
   // Sm90Ws (fp16_b, lean, persistent): the FP16 copy of B written inside the GEMM (warp 3 of every CTA converts its
   // share, warp 2 waits for a B tile's units before loading it) instead of by a launch before it.
   bool fuse_b = false;
-  // Sm90SwapA16 (dq_warps, cluster 1): each main tile's A tile on a barrier of its own, so the dequant team converts
-  // the weights before the A tile has landed (every slot's weights issued before the wait for the copy of A).
-  bool a_bars = false;
   bool split_b = false;  // sm90_svdq_ws SPLIT_B: warp 2 loads the B ring (the producer only the packed slots)
   // Sm90Ws (fp16_b, lean): the consumers' A fragments in the PAIRS order (each quad lane converts half of one code
   // word per K group); its B copy is written in that K order (the DequantFp16 build with this flag).

@@ -378,18 +378,6 @@ TEST(Registry, SwapA16TemplateArgumentsRenderInOrder) {
   EXPECT_EQ(targs(rs_p4), "72, 8, true, 0, 2, 1, 4");
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean")),
             "72, 16, false, 8, 4, 1, 4, 4, 2, false, true");
-  // The forms with each A tile on a barrier of its own: the routed builds plus A_BARS (LEAN named false before it),
-  // the same threads, a barrier more per slot.
-  for (const char* id : {"sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2"}) {
-    const reg::Build& base = reg::build_by_id(id);
-    const reg::Build& ab = reg::build_by_id(std::string(id) + "_ab");
-    EXPECT_EQ(targs(ab), targs(base) + ", false, true") << ab.id;
-    EXPECT_TRUE(ab.a_bars && !base.a_bars && reg::needs_fp16_a(ab)) << ab.id;
-    EXPECT_EQ(ab.smem_bytes, base.smem_bytes + base.stages * 8) << ab.id;
-    EXPECT_EQ(ab.threads, base.threads) << ab.id;
-  }
-  for (const auto& b : reg::all_builds())  // only the swap-A16 program with dequant warps and no clusters has it
-    EXPECT_TRUE(!b.a_bars || (b.program == reg::Program::Sm90SwapA16 && b.dq_warps > 0 && b.cluster == 1)) << b.id;
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean")),
             "24, 16, false, 8, 4, 1, 4, 4, 2, false, true");
 }

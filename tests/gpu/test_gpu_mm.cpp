@@ -340,37 +340,6 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
   }
 }
 
-// The swap-A16 builds with each A tile on a barrier of its own give the bytes of their twins: M = 129 (two row
-// tiles), 1 and 24, a K tail of 32 with M past a row tile, more CTAs than SMs (N = 12288), K = 12288, one K tile;
-// three runs in a row.
-TEST(GpuMmDeterminism, SeparateABarriersKeepTheBytes) {
-  SVDQ_REQUIRE_GPU();
-  const svdq::DeviceInfo info = svdq::current_device_info();
-  if (info.cc_major * 10 + info.cc_minor != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only";
-  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
-  for (const Shape& s : {make_shape(129, 3072, 3072, 32, true), make_shape(1, 3072, 3072, 128, false),
-                         make_shape(24, 3072, 3072, 32, true), make_shape(100, 160, 1056, 64, true),
-                         make_shape(129, 12288, 160, 32, true), make_shape(44, 256, 12288, 16, false),
-                         make_shape(7, 96, 32, 16, true)}) {
-    SCOPED_TRACE(s.str());
-    Problem p(s, seed_for(s, 2012));
-    const auto where = output_cell(s.n);
-    for (const char* twin : {"sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2"}) {
-      force.set(twin);
-      p.poison_output();
-      p.run();
-      const std::vector<uint16_t> ref = p.download_output();
-      const std::string ab = std::string(twin) + "_ab";
-      force.set(ab);
-      for (int run = 0; run < 3; ++run) {
-        p.poison_output();
-        p.run();
-        EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << ab << ", run " << run;
-      }
-    }
-  }
-}
-
 // The stream-K build (the last two rounds of tiles split over the CTAs by K tiles, partial sums handed from CTA to
 // CTA) gives the bytes of its whole-tile twin: 2000 x 3072 (192 tiles on 132 CTAs: all stream-K), 9216 x 3072 (5
 // rounds whole, 204 tiles stream-K), K = 128 (two K tiles: cuts after the first), K = 1056 with a K tail of 32,
