@@ -131,6 +131,38 @@ SVDQ_DEV void stage_acc_tile_sw128(u32 stage, u32 bias, float alpha, int row, in
   }
 }
 
+// The EPI_TMA epilogue of the TRANS form: the tile's rows are output columns, its columns output rows. The same
+// values (store_fragment's arithmetic; bias: the tile's 128 row values in shared memory, or 0), staged transposed
+// into two boxes of 256 output rows x 64 output columns (box row / 64; 128-byte rows, the 128-byte swizzle) by
+// stmatrix.trans: one instruction stores the 8 x 8 blocks (rows row, row + 8) x (columns 8i.., 8i + 8..) of the
+// warp, each block's column q as 16 bytes of output row 8i + q.
+template <int N>
+SVDQ_DEV void stage_acc_tile_sw128_tr(u32 stage, u32 bias, float alpha, int row, int lane, const float* acc) {
+  static_assert(N == 256, "stage_acc_tile_sw128_tr: 256 output rows per tile");
+  float b0 = 0.0f, b1 = 0.0f;
+  if (bias) {
+    u16 h0, h1;
+    asm volatile("ld.shared.b16 %0, [%1];\n" : "=h"(h0) : "r"(bias + (u32)row * 2));
+    asm volatile("ld.shared.b16 %0, [%1];\n" : "=h"(h1) : "r"(bias + (u32)(row + 8) * 2));
+    b0 = bf16_to_float(h0);
+    b1 = bf16_to_float(h1);
+  }
+  auto val = [&](float x, float b) { return bias ? __fmaf_rn(alpha, x, b) : __fmul_rn(alpha, x); };
+  // Lane L gives the address of row L % 8 of block L / 8: blocks (i, rows row..), (i, row + 8..), (i + 1, row..),
+  // (i + 1, row + 8..); output row 8 (i + (L / 16)) + L % 8, 16-byte chunk (row % 64) / 8 + (L / 8) % 2.
+  const int q = lane & 7, chunk = ((row & 63) >> 3) + ((lane >> 3) & 1);
+  const u32 base = stage + (u32)(row >> 6) * 256 * 128 + (u32)(8 * (lane >> 4) + q) * 128 + (((u32)chunk ^ q) << 4);
+#pragma unroll
+  for (int i = 0; i < N / 8; i += 2) {
+    const float* f = acc + 4 * i;
+    const u32 r0 = pack_bf16x2(val(f[0], b0), val(f[1], b0)), r1 = pack_bf16x2(val(f[2], b1), val(f[3], b1));
+    const u32 r2 = pack_bf16x2(val(f[4], b0), val(f[5], b0)), r3 = pack_bf16x2(val(f[6], b1), val(f[7], b1));
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(base + (u32)i * 8 * 128),
+                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+  }
+}
+
 // The bias values of a swap-AB thread's two output columns col0 and col0 + 8 (0 without bias or past N), for
 // store_acc_tile_t / stage_acc_tile_t. The swap-A16 program loads them before its K loop, off the epilogue's path
 // (the epilogue's ~3 000 cycles per CTA measured on the H200 were its scattered stores, not these loads).

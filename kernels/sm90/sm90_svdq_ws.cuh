@@ -96,6 +96,10 @@
 //       tiles and bias (a 512-byte bulk copy the epilogue reads). The 64 KiB of global stores per tile on the
 //       consumers' path had cost ~7% at K = 3072; these forms measured 2.6-7.1% faster on the 18 large suite rows
 //       (bench/results/2026-12-02_h200_epi_tma.md).
+//   TRANS (the EPI_TMA forms): the transposed product, out^T = deq(B) deq(A)^T + l1 d^T, for N > M: the host passes
+//       the op's B as this kernel's packed A side, the op's A as its FP16 B side (the copy launch then writes
+//       M x K, not N x K), l1 and d swapped; the same products in the same K order, so the same bits. The epilogue
+//       stages each tile transposed by stmatrix.trans (bias per tile row) as two 256 x 64 boxes of the output.
 //   SK (the EPI_TMA form without FUSE_B / SPLIT_B): the stream-K tail of common/smxx_stream_k.cuh. Each CTA runs
 //       its whole tiles, its head (K tiles [0, x) of the tile its range ends in; the FP32 sums then stored in
 //       P.sk_acc slot b + 1, which warp 2 flags with P.epoch), its whole stream-K tiles and its tail (K tiles
@@ -113,7 +117,8 @@ namespace svdq_k {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false>
+          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false,
+          bool TRANS = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -213,6 +218,9 @@ struct Sm90WsConfig {
                 "sm90 ws: EPI_TMA (the TMA-store epilogue) in the persistent lean FP16-B form");
   // SK: the stream-K tail (SkSchedule) in the persistent TMA-store form whose producer loads both rings.
   static_assert(!SK || (EPI_TMA && !FUSE_B && !SPLIT_B), "sm90 ws: SK in the EPI_TMA form without FUSE_B / SPLIT_B");
+  // TRANS: the kernel computes the transposed product (its A side is the op's B, its B side the op's A) and stages
+  // each tile transposed, as two 256 x 64 boxes of the output.
+  static_assert(!TRANS || (EPI_TMA && BN == 256 && !FUSE_B), "sm90 ws: TRANS in the EPI_TMA form, BN = 256");
 };
 
 // STEPS k16 steps of BF16 SS wgmma (the rank tile's d and l1 parts 0..STEPS-1) as one group, waited for.
@@ -268,10 +276,11 @@ SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
 
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false>
+          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false,
+          bool TRANS = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B,
-                         PAIRS, DBUFS, EPI_TMA, SK>;
+                         PAIRS, DBUFS, EPI_TMA, SK, TRANS>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -556,9 +565,15 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       if (!__shfl_sync(0xFFFFFFFFu, ready, 31)) return;
       if (lane == 31) {
         set_tile(SK ? final_tile(st_nt) : tile0 + st_nt * tile_step);
+        if constexpr (TRANS) {  // output columns m0.. (this tile's rows), output rows n0..n0 + 255
 #pragma unroll
-        for (int j = 0; j < BN / 64; ++j)
-          if (n0 + 64 * j < p.n) tma_store_2d(&P.tma_out, stage + j * 128 * 128, (int)n0 + 64 * j, (int)m0);
+          for (int j = 0; j < 2; ++j)
+            if (m0 + 64 * j < p.m) tma_store_2d(&P.tma_out, stage + j * 256 * 128, (int)m0 + 64 * j, (int)n0);
+        } else {
+#pragma unroll
+          for (int j = 0; j < BN / 64; ++j)
+            if (n0 + 64 * j < p.n) tma_store_2d(&P.tma_out, stage + j * 128 * 128, (int)n0 + 64 * j, (int)m0);
+        }
         bulk_store_commit_and_wait_read();
         mbar_arrive(stage_free);
       }
@@ -827,10 +842,11 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
             // (with global loads there the epilogue traced at ~2 500 cycles, their latency included; ws_trace.cu).
             if constexpr (EPI_TMA) {
               if (nt > 0) mbar_wait(stage_free, (nt - 1) & 1);
-              if (p.bias) {
-                const u32 bytes = (u32)(n0 + BN <= p.n ? BN : p.n - n0) * 2;  // (N % 32 == 0: a multiple of 16)
+              if (p.bias) {  // (TRANS: the bias of this tile's rows, the output's columns)
+                const i64 b0 = TRANS ? m0 : n0, bn = TRANS ? 128 : BN, bl = TRANS ? p.m : p.n;
+                const u32 bytes = (u32)(b0 + bn <= bl ? bn : bl - b0) * 2;  // (N % 32 == 0: a multiple of 16)
                 mbar_arrive_expect_tx(bias_full, bytes);
-                bulk_load(bias_buf, p.bias + n0, bytes, bias_full);
+                bulk_load(bias_buf, p.bias + b0, bytes, bias_full);
               }
             }
             for (int r = 0; r < num_rank; ++r) issue_d(q++, r);
@@ -1124,7 +1140,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       // proxy before its warp's arrival.
       if (nt > 0) mbar_wait(stage_free, (nt - 1) & 1);
       if (p.bias) mbar_wait(bias_full, nt & 1);
-      stage_acc_tile_sw128<BN>(stage, p.bias ? bias_buf : 0u, alpha, ra, c, acc);
+      if constexpr (TRANS) stage_acc_tile_sw128_tr<BN>(stage, p.bias ? bias_buf : 0u, alpha, ra, lane, acc);
+      else stage_acc_tile_sw128<BN>(stage, p.bias ? bias_buf : 0u, alpha, ra, c, acc);
       fence_proxy_async_shared();
       __syncwarp();
       if (lane == 0) mbar_arrive(staged);

@@ -113,6 +113,16 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   const router::MmShape shape{dm.m, dm.n, dm.k, dm.rank, dm.has_bias};
   const registry::Build& build = router::select_gemm(dev, shape);
   const int raster = router::raster_group(dev, shape, build);  // (0 for every program but sm90_svdq_ws)
+  // TRANS builds compute out^T = deq(B) deq(A)^T + l1 d^T: from here on a, b, d, l1 and km are the kernel's sides
+  // (the op's B on its packed A side, the op's A on its FP16 B side), dm stays the op's.
+  const bool tr = build.trans;
+  api::MmDims km = dm;
+  if (tr) {
+    std::swap(km.m, km.n);
+    std::swap(a, b);
+    std::swap(a_sf, b_sf);
+    std::swap(d, l1);
+  }
   svdq_k::MmParams p{};
   p.a = static_cast<const svdq_k::u8*>(a);
   p.b = static_cast<const svdq_k::u8*>(b);
@@ -121,15 +131,15 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   p.alpha = static_cast<const float*>(alpha);
   p.d = static_cast<const svdq_k::u16*>(d);
   p.l1 = static_cast<const svdq_k::u16*>(l1);
-  p.bias = dm.has_bias ? static_cast<const svdq_k::u16*>(bias) : nullptr;
+  p.bias = km.has_bias ? static_cast<const svdq_k::u16*>(bias) : nullptr;
   p.out = static_cast<svdq_k::u16*>(out);
-  p.m = dm.m;
-  p.n = dm.n;
-  p.k = dm.k;
-  p.rank = dm.rank;
+  p.m = km.m;
+  p.n = km.n;
+  p.k = km.k;
+  p.rank = km.rank;
   // Whole clusters: a tile past N (or M) loads zeros and stores nothing (see the sm90 programs' CLUSTER).
   const registry::ClusterShape cl = registry::cluster_shape(build);
-  const int64_t col_tiles = (dm.n + build.bn - 1) / build.bn, row_tiles = (dm.m + build.bm - 1) / build.bm;
+  const int64_t col_tiles = (km.n + build.bn - 1) / build.bn, row_tiles = (km.m + build.bm - 1) / build.bm;
   // The warp-specialized program numbers its tiles in an int (raster groups, the persistent loop); an output that
   // large would not fit in memory anyway, but say so rather than wrap.
   if (build.program == registry::Program::Sm90Ws && checked::mul(col_tiles, row_tiles, "output tiles") > 0x7FFFFFFF)
@@ -141,41 +151,41 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   // Builds with row tiles under 64 (forced by SVDQ_FORCE_BUILD past the sizes they are routed for) can need more
   // than the 65535 row tiles a grid holds at an M the API accepts.
   if (!build.persistent && row_tiles > 65535)
-    throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'a': M = " + std::to_string(dm.m) + " needs " +
+    throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'a': M = " + std::to_string(km.m) + " needs " +
                                                 std::to_string(row_tiles) + " row tiles of " + std::to_string(build.bm) +
                                                 " rows with build " + build.id + ", more than a grid's 65535");
-  const uint64_t kb = static_cast<uint64_t>(dm.k / 2), k = static_cast<uint64_t>(dm.k), rank = static_cast<uint64_t>(dm.rank);
+  const uint64_t kb = static_cast<uint64_t>(km.k / 2), k = static_cast<uint64_t>(km.k), rank = static_cast<uint64_t>(km.rank);
   if (registry::needs_fp16_a(build) && registry::needs_fp16_b(build)) {
     // The warp-specialized program on FP16 A and B (SS wgmma): both deq(x) x 2^-7 as FP16 [rows, K].
-    with_fp16_copies(dev, stream, {{a, a_sf, dm.m, "a"}, {b, b_sf, dm.n, "b"}}, dm.k, build, gx, gy, [&](void* const* c) {
+    with_fp16_copies(dev, stream, {{a, a_sf, km.m, "a"}, {b, b_sf, km.n, "b"}}, km.k, build, gx, gy, [&](void* const* c) {
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
       wp.raster = raster;
       const uint32_t bn = static_cast<uint32_t>(build.bn);
-      jit::encode_tma_2d(&wp.tma_a, c[0], 2, k, static_cast<uint64_t>(dm.m), k * 2, 64, 128, 128);
-      jit::encode_tma_2d(&wp.tma_b, c[1], 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
-      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
-      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, 128, 128);  // rank steps, SS
+      jit::encode_tma_2d(&wp.tma_a, c[0], 2, k, static_cast<uint64_t>(km.m), k * 2, 64, 128, 128);
+      jit::encode_tma_2d(&wp.tma_b, c[1], 2, k, static_cast<uint64_t>(km.n), k * 2, 64, bn, 128);
+      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(km.n), rank * 2, 64, bn, 128);
+      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(km.m), rank * 2, 64, 128, 128);  // rank steps, SS
       return wp;
     });
     return;
   }
   if (registry::needs_fp16_a(build)) {
     // The swap-AB program on FP16 A: deq(A) x 2^-7 as FP16 [M, K]; the weights stay packed.
-    with_fp16_copies(dev, stream, {{a, a_sf, dm.m, "a"}}, dm.k, build, gx, gy, [&](void* const* c) {
+    with_fp16_copies(dev, stream, {{a, a_sf, km.m, "a"}}, km.k, build, gx, gy, [&](void* const* c) {
       void* a16 = c[0];
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
       wp.raster = raster;
       const uint32_t bn = static_cast<uint32_t>(build.bn);
       const uint32_t bm = static_cast<uint32_t>(registry::a16_rows_per_cta(build));  // rows per A / d TMA box
-      jit::encode_tma_2d(&wp.tma_a, a16, 2, k, static_cast<uint64_t>(dm.m), k * 2, 64, bm, 128);
-      jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, bn, 32);
-      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, bm, 128);
-      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);  // dequant-warp builds
+      jit::encode_tma_2d(&wp.tma_a, a16, 2, k, static_cast<uint64_t>(km.m), k * 2, 64, bm, 128);
+      jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(km.n), kb, 32, bn, 32);
+      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(km.m), rank * 2, 64, bm, 128);
+      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(km.n), rank * 2, 64, bn, 128);  // dequant-warp builds
       // The epilogue's TMA store of each CTA's whole BM x 64 output tile (with clusters too; N % 32 == 0 and
       // 16-byte aligned tensors: validated).
-      jit::encode_tma_2d(&wp.tma_out, out, 2, static_cast<uint64_t>(dm.n), static_cast<uint64_t>(dm.m), static_cast<uint64_t>(dm.n) * 2,
+      jit::encode_tma_2d(&wp.tma_out, out, 2, static_cast<uint64_t>(km.n), static_cast<uint64_t>(km.m), static_cast<uint64_t>(km.n) * 2,
                          64, static_cast<uint32_t>(build.bm), 128);
       return wp;
     });
@@ -190,13 +200,15 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       wp.raster = raster;
       // Rows per B box: the tile's, or with clusters each CTA's half (it multicasts them to the pair).
       const uint32_t bn = static_cast<uint32_t>(build.bn / build.cluster);
-      jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, 128, 32);
-      jit::encode_tma_2d(&wp.tma_b, b16, 2, k, static_cast<uint64_t>(dm.n), k * 2, 64, bn, 128);
-      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, bn, 128);
-      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, 128, 128);  // lean: SS rank
-      if (build.epi_tma)  // the epilogue's TMA stores: 128 rows x 64 columns per box, rows past M / columns past N clipped
+      jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(km.m), kb, 32, 128, 32);
+      jit::encode_tma_2d(&wp.tma_b, b16, 2, k, static_cast<uint64_t>(km.n), k * 2, 64, bn, 128);
+      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(km.n), rank * 2, 64, bn, 128);
+      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(km.m), rank * 2, 64, 128, 128);  // lean: SS rank
+      // The epilogue's TMA stores: 128 rows x 64 columns per box (TRANS: 256 output rows x 64 output columns), rows
+      // past M / columns past N clipped.
+      if (build.epi_tma)
         jit::encode_tma_2d(&wp.tma_out, out, 2, static_cast<uint64_t>(dm.n), static_cast<uint64_t>(dm.m),
-                           static_cast<uint64_t>(dm.n) * 2, 64, 128, 128);
+                           static_cast<uint64_t>(dm.n) * 2, 64, tr ? 256 : 128, 128);
       return wp;
     };
     if (!build.fuse_b) {  // the copy by a smxx_dequant_fp16 launch before the GEMM
@@ -207,7 +219,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
                                                               checked::mul(sk_slots, 8, "stream-K flags"), "stream-K scratch"))
                          : 0;
       with_fp16_copies(
-          dev, stream, {{b, b_sf, dm.n, "b"}}, dm.k, build, gx, gy,
+          dev, stream, {{b, b_sf, km.n, tr ? "a" : "b"}}, km.k, build, gx, gy,
           [&](void* const* c) {
             svdq_k::Sm90WsParams wp = fp16_b_params(c[0]);
             if (build.stream_k) {
@@ -223,20 +235,20 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     // The build writing most of the copy itself: the copy launch writes the column tiles its first wave of tiles
     // reads (the CTAs' first tiles, in the program's raster order), the GEMM the rest; the scratch holds the copy,
     // then a flag and a claim word per 64 x 64 unit.
-    const int64_t units = checked::mul((dm.k + 63) / 64, (dm.n + 63) / 64, "FP16 copy units");
+    const int64_t units = checked::mul((km.k + 63) / 64, (km.n + 63) / 64, "FP16 copy units");
     // (SVDQ_FUSE_COLS, a debug knob: how many column tiles the copy launch writes instead; 0: the GEMM writes all)
     const auto forced_cols = env::get_int("SVDQ_FUSE_COLS", 0, 1 << 30);
     const int first_cols =
         forced_cols ? static_cast<int>(std::min<long long>(*forced_cols, col_tiles))
                     : registry::first_wave_col_tiles(static_cast<int>(row_tiles), static_cast<int>(col_tiles), raster,
                                                      static_cast<int>(gx));
-    const int64_t rows1 = std::min<int64_t>(dm.n, int64_t(first_cols) * build.bn);
+    const int64_t rows1 = std::min<int64_t>(km.n, int64_t(first_cols) * build.bn);
     const registry::Build& dq = router::select_dequant_fp16(dev, build);
-    const int64_t dq_blocks = checked::ceil_div(checked::mul(rows1, dm.k / 8, "FP16 copy words"),
+    const int64_t dq_blocks = checked::ceil_div(checked::mul(rows1, km.k / 8, "FP16 copy words"),
                                                 int64_t(dq.threads) * dq.words_per_thread, "dequant grid");
     if (dq_blocks > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'b' is too large for one launch");
     jit::get_kernel(dq, dev);
-    const int64_t copy = checked::round_up(registry::fp16_copy_bytes(dm.n, dm.k), 256, "FP16 copy bytes");
+    const int64_t copy = checked::round_up(registry::fp16_copy_bytes(km.n, km.k), 256, "FP16 copy bytes");
     const uint64_t bytes = static_cast<uint64_t>(checked::add(copy, checked::mul(units, 16, "FP16 copy flags"), "scratch"));
     jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated
     const CUstream cs = reinterpret_cast<CUstream>(stream);
@@ -274,10 +286,10 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     // Packed A rows per box: the tile's (the warp-specialized program's tiles are 128 rows).
     const uint32_t rows_a = build.program == registry::Program::Sm90Ws ? 128u : static_cast<uint32_t>(build.bm),
                    rows_b = static_cast<uint32_t>(build.bn);
-    jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(dm.m), kb, 32, rows_a, 32);
-    jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(dm.n), kb, 32, rows_b, 32);
-    jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(dm.n), rank * 2, 64, rows_b, 128);
-    if (swap) jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(dm.m), rank * 2, 64, rows_a, 128);
+    jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(km.m), kb, 32, rows_a, 32);
+    jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(km.n), kb, 32, rows_b, 32);
+    jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(km.n), rank * 2, 64, rows_b, 128);
+    if (swap) jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(km.m), rank * 2, 64, rows_a, 128);
     launch(build, dev, gx, gy, stream, &wp);
     return;
   }

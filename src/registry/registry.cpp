@@ -86,7 +86,7 @@ Build sm90(const std::string& id, int stages) {
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
               int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false,
               bool lean = false, bool fuse_b = false, bool split_b = false, bool pairs = false, int d_bufs = 1,
-              bool epi_tma = false, bool stream_k = false) {
+              bool epi_tma = false, bool stream_k = false, bool trans = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -110,6 +110,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.d_bufs = d_bufs;
   b.epi_tma = epi_tma;
   b.stream_k = stream_k;
+  b.trans = trans;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
@@ -317,6 +318,12 @@ std::vector<Build> make_builds() {
       // round nearly full 4.7-7.8% slower (bench/results/2026-12-03_h200_stream_k.md §5).
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               false, false, true, 1, true, true),
+      // The routed pairs / TMA-store-epilogue forms on the transposed product (TRANS): for N > M the FP16 copy
+      // launch writes A (M x K) instead of B (N x K); the epilogue stages each tile transposed.
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
+              false, false, true, 1, true, false, true),
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi_t", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
+              false, true, true, 1, true, false, true),
       // The pairs / TMA-store-epilogue form with FUSE_B: the copy launch writes only the column tiles of the first
       // wave (column-major raster), warp 3 of every CTA the others (between its tile stores) while that wave runs.
       // Measured no faster than the copy launch + `_pairs_epi` (0.3-1.4% slower): each column tile converted inside
@@ -392,6 +399,7 @@ std::string Build::description() const {
       if (d_bufs > 1) os << d_bufs << " d buffers for the rank steps, ";
       if (epi_tma) os << "the output tile staged in smem and stored by TMA from warp 3 while the consumers go on, ";
       if (stream_k) os << "the last two rounds of tiles split over the CTAs by K tiles (stream-K, partial sums handed on), ";
+      if (trans) os << "on the transposed product (the op's A copied to FP16 instead of B, the tile staged transposed), ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::Sm90Swap:
@@ -560,7 +568,7 @@ std::string render(const Build& b) {
       break;
     case Program::Sm90Ws: {
       // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B, PAIRS, DBUFS,
-      // EPI_TMA, SK) up to the last one that
+      // EPI_TMA, SK, TRANS) up to the last one that
       // differs from its default, so builds from before an argument existed render as before (same content hash).
       auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
       const std::pair<std::string, std::string> args[] = {
@@ -568,9 +576,9 @@ std::string render(const Build& b) {
           {flag(b.fp16_a), "false"}, {flag(b.persistent), "false"},  {flag(b.a_ss), "false"},
           {flag(b.lean), "false"},   {flag(b.fuse_b), "false"},  {flag(b.split_b), "false"},
           {flag(b.pairs), "false"},  {std::to_string(b.d_bufs), "1"}, {flag(b.epi_tma), "false"},
-          {flag(b.stream_k), "false"}};
+          {flag(b.stream_k), "false"}, {flag(b.trans), "false"}};
       int named = 0;
-      for (int i = 0; i < 13; ++i)
+      for (int i = 0; i < 14; ++i)
         if (args[i].first != args[i].second) named = i + 1;
       std::string ws_tail;
       for (int i = 0; i < named; ++i) ws_tail += ", " + args[i].first;

@@ -77,6 +77,9 @@ struct Build {
   // Sm90Ws (epi_tma, neither fuse_b nor split_b): the stream-K tail (kernels/common/smxx_stream_k.cuh): the tiles of
   // the last two rounds split evenly over the CTAs by K tiles, partial sums handed on in scratch.
   bool stream_k = false;
+  // Sm90Ws (epi_tma, bn 256): the transposed product (the op's B on the kernel's packed A side, the op's A copied to
+  // FP16 as its B side, the output staged transposed), for N > M: the copy launch writes M x K instead of N x K.
+  bool trans = false;
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block

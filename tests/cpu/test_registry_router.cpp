@@ -349,7 +349,7 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
     EXPECT_EQ(reg::dequant_fp16_for(b).id, b.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16") << b.id;
     pairs_builds += b.pairs ? 1 : 0;
   }
-  EXPECT_EQ(pairs_builds, 9);
+  EXPECT_EQ(pairs_builds, 11);
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
@@ -473,6 +473,26 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(epi_sk.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 8);
   EXPECT_NE(epi_sk.description().find("stream-K"), std::string::npos);
   for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.stream_k || (b.epi_tma && !b.fuse_b && !b.split_b)) << b.id;
+  // The transposed-product forms: the 18th argument (SK false before it), the same shared memory and threads, the
+  // pairs copy (of the op's A).
+  for (const char* id : {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi"}) {
+    const reg::Build& base = reg::build_by_id(id);
+    const reg::Build& t = reg::build_by_id(std::string(id) + "_t");
+    EXPECT_EQ(targs(t), targs(base) + ", false, true") << t.id;
+    EXPECT_TRUE(t.trans && !base.trans && reg::needs_fp16_b(t) && !reg::needs_fp16_a(t)) << t.id;
+    EXPECT_EQ(t.smem_bytes, base.smem_bytes) << t.id;
+    EXPECT_EQ(t.threads, base.threads) << t.id;
+    EXPECT_EQ(&reg::dequant_fp16_for(t), &reg::build_by_id("smxx_dequant_fp16_pairs")) << t.id;
+    EXPECT_NE(t.description().find("transposed"), std::string::npos) << t.id;
+  }
+  for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.trans || (b.epi_tma && b.bn == 256 && !b.fuse_b)) << b.id;
+  // The raster heuristic counts a TRANS build's tiles on the transposed output (N's 128-row tiles).
+  EXPECT_EQ(svdq::router::heuristic_raster(132, {4096, 12288, 3072, 32, true},
+                                           reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t")),
+            svdq::router::heuristic_raster(132, {12288, 4096, 3072, 32, true},
+                                           reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi")));
+  EXPECT_EQ(svdq::router::heuristic_raster(132, {4096, 128, 3072, 32, true},
+                                           reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t")), 0);
   // Its second d buffer is a staging box: two barriers more, no more shared memory.
   const reg::Build& epi_d2 = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2");
   EXPECT_EQ(targs(epi_d2), "256, 6, 4, 1, true, 1, 0, false, true, false, true, false, false, true, 2, true");

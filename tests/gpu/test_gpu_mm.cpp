@@ -340,6 +340,37 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
   }
 }
 
+// The transposed-product builds (the op's B on the kernel's A side, A copied to FP16, the tile staged transposed)
+// give the bytes of their twins: N > M as routed (4096 x 12288), M and N off the tiles (300 x 3104 with a K tail: a
+// partial 256-row output tile and a partial 128-column one, the bias's partial bulk load), N < M, M = 129, K = 32,
+// rank 256 without bias; three runs in a row.
+TEST(GpuMmDeterminism, TransposedProductKeepsTheBytes) {
+  SVDQ_REQUIRE_GPU();
+  const svdq::DeviceInfo info = svdq::current_device_info();
+  if (info.cc_major * 10 + info.cc_minor != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only";
+  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
+  for (const Shape& s : {make_shape(4096, 12288, 3072, 32, true), make_shape(300, 3104, 1056, 64, true),
+                         make_shape(2000, 160, 3072, 32, true), make_shape(129, 3072, 3072, 128, true),
+                         make_shape(1000, 4096, 32, 16, true), make_shape(520, 1280, 512, 256, false)}) {
+    SCOPED_TRACE(s.str());
+    Problem p(s, seed_for(s, 2013));
+    const auto where = output_cell(s.n);
+    for (const char* twin : {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi"}) {
+      force.set(twin);
+      p.poison_output();
+      p.run();
+      const std::vector<uint16_t> ref = p.download_output();
+      const std::string t = std::string(twin) + "_t";
+      force.set(t);
+      for (int run = 0; run < 3; ++run) {
+        p.poison_output();
+        p.run();
+        EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << t << ", run " << run;
+      }
+    }
+  }
+}
+
 // The stream-K build (the last two rounds of tiles split over the CTAs by K tiles, partial sums handed from CTA to
 // CTA) gives the bytes of its whole-tile twin: 2000 x 3072 (192 tiles on 132 CTAs: all stream-K), 9216 x 3072 (5
 // rounds whole, 204 tiles stream-K), K = 128 (two K tiles: cuts after the first), K = 1056 with a K tail of 32,
