@@ -81,10 +81,13 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // its CTAs, out of step in K, share their B tiles' K tiles less in L2); nearly full last rounds (2.91, 4.91
   // rounds) measured 4.7-7.8% slower. Where two rounds of 128x256 tiles compete with three of 128x128, the persistent
   // build was the faster on all five shapes measured (74-270 vs 96-337 us), so the 128x128 build is for one wave
-  // only.
+  // only. With N > M the persistent build's transposed-product form (the copy launch writes A, M x K, instead of B)
+  // took 0.89 / 0.95 / 0.97 of its time at 2048 / 4096 / 6889 x 12288 x 3072 and 0.97 at 9216
+  // (bench/results/2026-12-03_h200_trans.md).
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
   const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
   const registry::Build& wide_sk = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
+  const registry::Build& wide_pers_t = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t");
   const registry::Build& narrow = registry::build_by_id("sm90_ws16_bn128_s8_b6");
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
     if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);
@@ -96,7 +99,8 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
         wide_sk.smem_bytes <= smem_optin)
       return wide_sk;
     if (wide_waves < 2 && 0.66 * double(narrow_waves) < double(wide_waves)) return narrow;
-    return wide_waves >= 2 && wide_pers.smem_bytes <= smem_optin ? wide_pers : wide;
+    if (wide_waves >= 2 && wide_pers.smem_bytes <= smem_optin) return s.n > s.m ? wide_pers_t : wide_pers;
+    return wide;
   }
   // Portable, decode-sized M: the decode program (8 weight rows per warp, one mma chain each), measured on an H200
   // running the portable code (bench/results/2026-12-01_h200_decode.md): 1 / 4 / 16 / 32 x 3072 x 3072 in

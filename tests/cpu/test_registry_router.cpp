@@ -106,15 +106,18 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // Else the persistent form: the last round more than half full (4096 x 3072: 384 tiles, 120 of 132; 6912 x 3072:
   // 648, 120), more than three rounds (9216 x 3072: 864 tiles, 72 in the last), one K tile (nothing to split), whole
   // rounds (2816 x 3072: 22 x 12 = 264 tiles, 2 x 132), fewer than 6 row tiles (512 x 12288: 4 x 48 = 192 tiles;
-  // two waves, so not the 128x128 build's three either).
-  const std::string sk = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", pers = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi";
+  // two waves, so not the 128x128 build's three either); with N > M its transposed-product form.
+  const std::string sk = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", pers = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi",
+                    pers_t = pers + "_t";
   for (const auto& [s, id] : std::vector<std::pair<svdq::router::MmShape, std::string>>{
            {{3072, 3072, 3072, 32, true}, sk},   {{1536, 3072, 3072, 32, true}, sk},
            {{1792, 3072, 3072, 32, true}, sk},   {{2048, 3072, 3072, 32, true}, sk},
            {{2048, 3072, 12288, 32, true}, sk},  {{768, 12288, 3072, 32, true}, sk},
            {{4096, 3072, 3072, 32, true}, pers}, {{6912, 3072, 3072, 128, true}, pers},
-           {{9216, 3072, 3072, 32, true}, pers}, {{2048, 3072, 64, 32, true}, pers},
-           {{2816, 3072, 3072, 32, true}, pers}, {{512, 12288, 3072, 32, true}, pers}}) {
+           {{9216, 3072, 3072, 32, true}, pers}, {{2048, 3072, 64, 32, true}, pers_t},
+           {{2816, 3072, 3072, 32, true}, pers_t}, {{512, 12288, 3072, 32, true}, pers_t},
+           {{4096, 12288, 3072, 32, true}, pers_t}, {{3072, 3072, 12288, 32, false}, sk},
+           {{16384, 12288, 3072, 32, true}, pers}}) {
     SCOPED_TRACE(std::to_string(s.m) + " x " + std::to_string(s.n) + " x " + std::to_string(s.k));
     EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, s).id, id);
   }
