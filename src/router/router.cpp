@@ -82,8 +82,8 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // rounds) measured 4.7-7.8% slower. Where two rounds of 128x256 tiles compete with three of 128x128, the persistent
   // build was the faster on all five shapes measured (74-270 vs 96-337 us), so the 128x128 build is for one wave
   // only. With N > M the persistent build's transposed-product form (the copy launch writes A, M x K, instead of B)
-  // took 0.89 / 0.95 / 0.97 of its time at 2048 / 4096 / 6889 x 12288 x 3072 and 0.97 at 9216
-  // (bench/results/2026-12-03_h200_trans.md).
+  // took 0.73 / 0.89 / 0.94 / 0.97 / 0.97 of its time at 512 / 2048 / 4096 / 6889 / 9216 x 12288 x 3072, 0.97 at
+  // 2816 x 3072 x 3072, 0.98 at 4224 x 4608 x 3072 (bench/results/2026-12-03_h200_trans.md).
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
   const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
   const registry::Build& wide_sk = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
