@@ -83,7 +83,10 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // build was the faster on all five shapes measured (74-270 vs 96-337 us), so the 128x128 build is for one wave
   // only. With N > M the persistent build's transposed-product form (the copy launch writes A, M x K, instead of B)
   // took 0.73 / 0.89 / 0.94 / 0.97 / 0.97 of its time at 512 / 2048 / 4096 / 6889 / 9216 x 12288 x 3072, 0.97 at
-  // 2816 x 3072 x 3072, 0.98 at 4224 x 4608 x 3072 (bench/results/2026-12-03_h200_trans.md).
+  // 2816 x 3072 x 3072, 0.98 at 4224 x 4608 x 3072, 0.81 at 1024 x 12288 x 3072; where the stream-K form applies it
+  // was the faster only with N far above M (768 x 12288 x 3072: 105.8 against 117.5 us; 1536 / 2048 x 3072 x 3072:
+  // 71.6 / 72.7 against 56.3 / 68.7), so there it is taken from N >= 8 M, a threshold between the ratios measured
+  // (bench/results/2026-12-03_h200_trans.md §1).
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
   const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
   const registry::Build& wide_sk = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
@@ -96,7 +99,7 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
     const int64_t wide_waves = (wide_tiles + sm_count - 1) / sm_count;
     const int64_t narrow_waves = (row_tiles * ((s.n + 127) / 128) + sm_count - 1) / sm_count;
     if (wide_waves >= 2 && wide_waves <= 3 && last > 0 && 2 * last <= sm_count && row_tiles >= 6 && s.k > 64 &&
-        wide_sk.smem_bytes <= smem_optin)
+        s.n < 8 * s.m && wide_sk.smem_bytes <= smem_optin)
       return wide_sk;
     if (wide_waves < 2 && 0.66 * double(narrow_waves) < double(wide_waves)) return narrow;
     if (wide_waves >= 2 && wide_pers.smem_bytes <= smem_optin) return s.n > s.m ? wide_pers_t : wide_pers;

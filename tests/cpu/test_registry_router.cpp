@@ -106,13 +106,15 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // Else the persistent form: the last round more than half full (4096 x 3072: 384 tiles, 120 of 132; 6912 x 3072:
   // 648, 120), more than three rounds (9216 x 3072: 864 tiles, 72 in the last), one K tile (nothing to split), whole
   // rounds (2816 x 3072: 22 x 12 = 264 tiles, 2 x 132), fewer than 6 row tiles (512 x 12288: 4 x 48 = 192 tiles;
-  // two waves, so not the 128x128 build's three either); with N > M its transposed-product form.
+  // two waves, so not the 128x128 build's three either); with N > M its transposed-product form, also where the
+  // stream-K form would apply if N >= 8 M (768 x 12288: 6 x 48 = 288 tiles).
   const std::string sk = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", pers = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi",
                     pers_t = pers + "_t";
   for (const auto& [s, id] : std::vector<std::pair<svdq::router::MmShape, std::string>>{
            {{3072, 3072, 3072, 32, true}, sk},   {{1536, 3072, 3072, 32, true}, sk},
            {{1792, 3072, 3072, 32, true}, sk},   {{2048, 3072, 3072, 32, true}, sk},
-           {{2048, 3072, 12288, 32, true}, sk},  {{768, 12288, 3072, 32, true}, sk},
+           {{2048, 3072, 12288, 32, true}, sk},  {{768, 12288, 3072, 32, true}, pers_t},
+           {{1536, 12288, 3072, 32, true}, pers_t}, {{1408, 11264, 3072, 32, true}, pers_t},
            {{4096, 3072, 3072, 32, true}, pers}, {{6912, 3072, 3072, 128, true}, pers},
            {{9216, 3072, 3072, 32, true}, pers}, {{2048, 3072, 64, 32, true}, pers_t},
            {{2816, 3072, 3072, 32, true}, pers_t}, {{512, 12288, 3072, 32, true}, pers_t},
