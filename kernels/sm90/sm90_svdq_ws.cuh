@@ -1142,9 +1142,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       if (p.bias) mbar_wait(bias_full, nt & 1);
       // (TRANS: warpgroup 1's box covers the whole d buffer, warpgroup 0's rank rows included: both warpgroups'
       // rank steps have read it before either writes. Without this wait, outputs differed under memcheck's timing.)
-      if constexpr (TRANS) named_barrier_sync(1, 256);
-      if constexpr (TRANS) stage_acc_tile_sw128_tr<BN>(stage, p.bias ? bias_buf : 0u, alpha, ra, lane, acc);
-      else stage_acc_tile_sw128<BN>(stage, p.bias ? bias_buf : 0u, alpha, ra, c, acc);
+      if constexpr (TRANS) {
+        named_barrier_sync(1, 256);
+        stage_acc_tile_sw128_tr<BN>(stage, p.bias ? bias_buf : 0u, alpha, ra, lane, acc);
+      } else {
+        stage_acc_tile_sw128<BN>(stage, p.bias ? bias_buf : 0u, alpha, ra, c, acc);
+      }
       fence_proxy_async_shared();
       __syncwarp();
       if (lane == 0) mbar_arrive(staged);

@@ -340,6 +340,23 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
   }
 }
 
+// Runs build `twin`, then `build` three times in a row (recycled scratch), each on a poisoned output, and expects
+// `build`'s bytes to be `twin`'s every time.
+template <typename Where>
+static void expect_twin_bytes(Problem& p, const svdq::env::ScopedVar& force, const std::string& twin,
+                              const std::string& build, Where where) {
+  force.set(twin);
+  p.poison_output();
+  p.run();
+  const std::vector<uint16_t> ref = p.download_output();
+  force.set(build);
+  for (int run = 0; run < 3; ++run) {
+    p.poison_output();
+    p.run();
+    EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << build << ", run " << run;
+  }
+}
+
 // The transposed-product builds (the op's B on the kernel's A side, A copied to FP16, the tile staged transposed)
 // give the bytes of their twins: N > M as routed (4096 x 12288), M and N off the tiles (300 x 3104 with a K tail: a
 // partial 256-row output tile and a partial 128-column one, the bias's partial bulk load), N < M, M = 129, K = 32,
@@ -355,19 +372,8 @@ TEST(GpuMmDeterminism, TransposedProductKeepsTheBytes) {
     SCOPED_TRACE(s.str());
     Problem p(s, seed_for(s, 2013));
     const auto where = output_cell(s.n);
-    for (const char* twin : {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi"}) {
-      force.set(twin);
-      p.poison_output();
-      p.run();
-      const std::vector<uint16_t> ref = p.download_output();
-      const std::string t = std::string(twin) + "_t";
-      force.set(t);
-      for (int run = 0; run < 3; ++run) {
-        p.poison_output();
-        p.run();
-        EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << t << ", run " << run;
-      }
-    }
+    for (const char* twin : {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi"})
+      expect_twin_bytes(p, force, twin, std::string(twin) + "_t", where);
   }
 }
 
@@ -386,16 +392,8 @@ TEST(GpuMmDeterminism, StreamKMatchesWholeTiles) {
                          make_shape(300, 3072, 3072, 32, true)}) {
     SCOPED_TRACE(s.str());
     Problem p(s, seed_for(s, 2011));
-    force.set("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
-    p.poison_output();
-    p.run();
-    const std::vector<uint16_t> ref = p.download_output();
-    force.set("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
-    for (int run = 0; run < 3; ++run) {
-      p.poison_output();
-      p.run();
-      EXPECT_TRUE(same_bytes(p.download_output(), ref, output_cell(s.n))) << "run " << run;
-    }
+    expect_twin_bytes(p, force, "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi",
+                      "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", output_cell(s.n));
   }
 }
 
