@@ -46,10 +46,11 @@ struct Fp16Units {
   // A K tail of 32: the last K tile has only words 0-3 of a row.
   SVDQ_DEV bool k_tail(int kt) const { return 64 * (i64)kt + 32 >= k; }
 
-  // Units ja and jb (-1: none): this lane's code chunks and scale words.
-  SVDQ_DEV void load(int ja, int jb, uint4 (&q)[2][4], u32 (&sw)[2][4]) const {
+  // Units ja and jb (-1: none; U = 1: ja only): this lane's code chunks and scale words.
+  template <int U>
+  SVDQ_DEV void load(int ja, int jb, uint4 (&q)[U][4], u32 (&sw)[U][4]) const {
 #pragma unroll
-    for (int x = 0; x < 2; ++x) {
+    for (int x = 0; x < U; ++x) {
       const int j = x == 0 ? ja : jb, kt = j >= 0 ? j / units_n : 0;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -65,11 +66,11 @@ struct Fp16Units {
   }
 
   // The FP16 values of units ja and jb from load()'s registers (every lane shuffles, also where it stores nothing).
-  template <bool PAIRS>
-  SVDQ_DEV void store(int ja, int jb, const uint4 (&q)[2][4], const u32 (&sw)[2][4]) const {
+  template <bool PAIRS, int U>
+  SVDQ_DEV void store(int ja, int jb, const uint4 (&q)[U][4], const u32 (&sw)[U][4]) const {
     const bool h = lane & 1;
 #pragma unroll
-    for (int x = 0; x < 2; ++x) {
+    for (int x = 0; x < U; ++x) {
       const int j = x == 0 ? ja : jb, kt = j >= 0 ? j / units_n : 0;
       const bool tail = k_tail(kt);
 #pragma unroll
@@ -126,12 +127,14 @@ SVDQ_DEV void publish_units(u64* flags, u64 epoch, int j0, int stride, u32 mask,
   __syncwarp();
 }
 
-// CC: the whole FP16 copy by a grid of one small CTA per SM beside the GEMM's (the GEMM is launched at 160
-// registers a thread, leaving 4 096 of an SM's 65 536 for a 64-thread CTA of this at 64; shared memory: none). The
+// CC: the whole FP16 copy by a grid of one small CTA per SM beside the GEMM's (the GEMM is launched at 152
+// registers a thread, leaving each of the SM's four schedulers room for one warp of this at 56: a 128-thread CTA;
+// shared memory: none; see Sm90WsConfig::kLaunchRegs). The
 // GEMM starts (programmatic dependent launch) once every CTA of this grid has begun, so every unit is being
 // written by a running CTA and the GEMM's warp 2 only waits for flags, never converts. Warp w of the grid (G
-// warps) converts the units w + i G in pairs (l, l + G), l += 2 G: K tile by K tile over all of B's rows, the order
-// in which the GEMM's first tiles need them; the next pair's loads are in flight during this pair's fences.
+// warps) converts the units w + i G: K tile by K tile over all of B's rows, the order
+// in which the GEMM's first tiles need them. One unit at a time (56 registers leave no room for two); the next
+// unit's loads are in flight during this one's fences.
 template <bool PAIRS>
 SVDQ_DEV void sm90_fp16_units_copy(const Sm90WsParams& P) {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -139,20 +142,16 @@ SVDQ_DEV void sm90_fp16_units_copy(const Sm90WsParams& P) {
   const Fp16Units u = Fp16Units::of(P, lane);
   const int num = (int)((P.mm.k + 63) / 64) * u.units_n;  // (the host checks that this fits an int)
   const int G = (int)gridDim.x * warps;
-  auto unit_at = [&](int l) { return l < num ? l : -1; };
-  int l = (int)blockIdx.x * warps + (int)(threadIdx.x >> 5);
-  uint4 q[2][4];
-  u32 sw[2][4];
-  int ja = unit_at(l), jb = unit_at(l + G);
-  if (ja >= 0) u.load(ja, jb, q, sw);
-  while (ja >= 0) {
-    u.store<PAIRS>(ja, jb, q, sw);
-    const int pa = ja, pb = jb;
-    l += 2 * G;
-    ja = unit_at(l);
-    jb = unit_at(l + G);
-    if (ja >= 0) u.load(ja, jb, q, sw);
-    publish_units(P.b16_flags, P.epoch, pa, G, pb >= 0 ? 3u : 1u, 2, lane);
+  int j = (int)blockIdx.x * warps + (int)(threadIdx.x >> 5);
+  uint4 q[1][4];
+  u32 sw[1][4];
+  if (j < num) u.load<1>(j, -1, q, sw);
+  while (j < num) {
+    u.store<PAIRS, 1>(j, -1, q, sw);
+    const int done = j;
+    j += G;
+    if (j < num) u.load<1>(j, -1, q, sw);
+    publish_units(P.b16_flags, P.epoch, done, 0, 1u, 1, lane);
   }
 }
 

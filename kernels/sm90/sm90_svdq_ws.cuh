@@ -69,8 +69,8 @@
 //       measured no faster either (the launch's time falls ~0.47 us per column tile it leaves out, the GEMM's rises
 //       ~0.6 us per column tile warp 3 converts; bench/results/2026-12-03_h200_fuse_hybrid_raster.md).
 //   CC (FUSE_B, concurrent copy): no copy launch before the GEMM and nothing converted in it: a copy grid of one
-//       64-thread CTA per SM (sm90_fp16_units_copy, common/sm90_fp16_units.cuh) writes all of B's units, K tile by
-//       K tile over all rows, beside the GEMM's CTAs (launched at 160 registers a thread so that both fit on an
+//       128-thread CTA per SM (sm90_fp16_units_copy, common/sm90_fp16_units.cuh) writes all of B's units, K tile by
+//       K tile over all rows, beside the GEMM's CTAs (launched at 152 registers a thread so that both fit on an
 //       SM); the GEMM starts once every copy CTA runs (programmatic dependent launch), its warp 2 waits for the
 //       flags (no claims: every unit is being written by a running CTA) and its producer loads B as they come.
 //       The copy's ~5.5 us outside the GEMM at N = K = 3072 (bench/results/2026-12-03_h200_fuse_hybrid_raster.md
@@ -194,10 +194,13 @@ struct Sm90WsConfig {
   // cap: 168 / 128 / 96 at 384 / 512 / 640 threads) and allocates each region up to its setmaxnreg count. The
   // increases must fit in what the launch took: a setmaxnreg.inc beyond the CTA's pool never returns (a 640-thread
   // build asking for 18 432 + 47 104 of 61 440 registers hung on the H200).
-  // CC: launched at 160 (the unit's __maxnreg__), so that a 64-thread CTA of the copy grid at 64 registers fits on
-  // the SM beside it; the first warpgroup gets 64 (as many as 80 without spills, ptxas) and the consumers 208 still.
-  static constexpr int kLaunchRegs = CC ? 160 : 65536 / kThreads / 8 * 8;
-  static constexpr int kDequantRegs = CC ? 64 : DQ_WGS <= 1 ? 80 : DQ_WGS == 2 ? 64 : 48;
+  // CC: launched at 152 (the unit's __maxnreg__), so that a 128-thread CTA of the copy grid at 56 registers fits on
+  // the SM beside it: each of the SM's four schedulers has 16 384 registers of its own and holds three of these
+  // warps (3 x 152 x 32 = 14 592) and one copy warp (56 x 32 = 1 792). (At 160 and 64 the copy grid's CTAs, two
+  // warps, found no room beside the GEMM's: the op measured as long without programmatic dependent launch as with
+  // it.) The first warpgroup gets 40, the consumers 208 still.
+  static constexpr int kLaunchRegs = CC ? 152 : 65536 / kThreads / 8 * 8;
+  static constexpr int kDequantRegs = CC ? 40 : DQ_WGS <= 1 ? 80 : DQ_WGS == 2 ? 64 : 48;
   static constexpr int kConsumerRegs = DQ_WGS <= 1 ? 208 : DQ_WGS == 2 ? 192 : 168;
   static_assert(kC0 * kDequantRegs + 256 * kConsumerRegs <= kThreads * kLaunchRegs, "sm90 ws: register budget");
   static_assert(BN == 128 || BN == 192 || BN == 256, "sm90 ws: BN must be 128, 192 or 256");
@@ -236,11 +239,20 @@ struct Sm90WsConfig {
 };
 
 // STEPS k16 steps of BF16 SS wgmma (the rank tile's d and l1 parts 0..STEPS-1) as one group, waited for.
-template <int N, int STEPS>
+// HALVES: each as two m64n(N/2)k16 on the halves of the accumulators and of the l1 tile (see wgmma_rs_part).
+template <int N, int STEPS, bool HALVES = false>
 SVDQ_DEV void rank_steps_ss(float* acc, u64 ad, u64 bd) {
   wgmma_fence();
 #pragma unroll
-  for (int part = 0; part < STEPS; ++part) wgmma_ss_bf16<N>(acc, ad + 2 * part, bd + 2 * part);
+  for (int part = 0; part < STEPS; ++part) {
+    if constexpr (HALVES) {
+      static_assert(N == 256, "rank_steps_ss: halves of m64n256k16");
+      wgmma_m64n128k16_bf16(acc, ad + 2 * part, bd + 2 * part);
+      wgmma_m64n128k16_bf16(acc + N / 4, ad + 2 * part, bd + 2 * part + (N / 2) * 128 / 16);
+    } else {
+      wgmma_ss_bf16<N>(acc, ad + 2 * part, bd + 2 * part);
+    }
+  }
   wgmma_commit();
   wgmma_wait_acc<N, 0>(acc);
 }
@@ -294,7 +306,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B,
                          PAIRS, DBUFS, EPI_TMA, SK, TRANS, CC>;
   constexpr int kAcc = BN / 2;
-  constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
+  // (see wgmma_rs_part; CC's launch cap of 152 is below the 158 m64n256k16 needs too)
+  constexpr bool kHalves = (C::kThreads > 384 || C::kLaunchRegs < 158) && BN > 192;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
   const u32 base = (smem_addr(smem) + 1023u) & ~1023u;
@@ -446,10 +459,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   const int units_n = (int)((p.n + 63) >> 6);
   // (common/sm90_fp16_units.cuh; its view made where used, from the parameter space, not kept in registers)
   auto load_units = [&](int ja, int jb, uint4 (&q)[2][4], u32 (&sw)[2][4]) {
-    Fp16Units::of(P, lane).load(ja, jb, q, sw);
+    Fp16Units::of(P, lane).load<2>(ja, jb, q, sw);
   };
   auto store_units = [&](int ja, int jb, const uint4 (&q)[2][4], const u32 (&sw)[2][4]) {
-    Fp16Units::of(P, lane).store<PAIRS>(ja, jb, q, sw);
+    Fp16Units::of(P, lane).store<PAIRS, 2>(ja, jb, q, sw);
   };
   auto publish_units = [&](int j0, int stride, u32 mask, int count) {
     svdq_k::publish_units(P.b16_flags, P.epoch, j0, stride, mask, count, lane);
@@ -1058,10 +1071,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     // Each count is its own straight-line fence..wait block (a wgmma under a condition makes ptxas fence every one).
     if constexpr (C::kRankTma) {  // (m64n256k16 only: not instantiated for the other tile widths)
       const int parts = (int)((p.rank - 64 * (it - num_main)) / 16);
-      if (parts >= 4) rank_steps_ss<BN, 4>(acc, ad, bd);
-      else if (parts == 3) rank_steps_ss<BN, 3>(acc, ad, bd);
-      else if (parts == 2) rank_steps_ss<BN, 2>(acc, ad, bd);
-      else rank_steps_ss<BN, 1>(acc, ad, bd);
+      if (parts >= 4) rank_steps_ss<BN, 4, kHalves>(acc, ad, bd);
+      else if (parts == 3) rank_steps_ss<BN, 3, kHalves>(acc, ad, bd);
+      else if (parts == 2) rank_steps_ss<BN, 2, kHalves>(acc, ad, bd);
+      else rank_steps_ss<BN, 1, kHalves>(acc, ad, bd);
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(empty_d + 8 * ds);

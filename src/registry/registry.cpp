@@ -52,11 +52,12 @@ Build dequant_fp16(const std::string& id, int threads, int words, bool pairs = f
   return b;
 }
 
-// The copy grid beside a CC GEMM build (kernels/common/sm90_fp16_units.cuh): two warps, 64 registers (the room the
-// GEMM's CTA leaves on an SM), sm_90a (the async-proxy fences).
+// The copy grid beside a CC GEMM build (kernels/common/sm90_fp16_units.cuh): four warps at 56 registers (one per
+// scheduler, in the room the GEMM's warps at 152 leave in each one's 16 384), sm_90a (the async-proxy fences).
 Build fp16_units(const std::string& id, bool pairs) {
-  Build b = simple(id, Program::Sm90Fp16Units, 64);
+  Build b = simple(id, Program::Sm90Fp16Units, 128);
   b.pairs = pairs;
+  b.max_regs = 56;
   b.min_nvrtc = 124;  // (__maxnreg__)
   b.min_cc = 90;
   b.max_cc = 90;
@@ -124,7 +125,10 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.stream_k = stream_k;
   b.trans = trans;
   b.cc = cc;
-  if (cc) b.min_nvrtc = 124;  // (__maxnreg__)
+  if (cc) {
+    b.min_nvrtc = 124;  // (__maxnreg__)
+    b.max_regs = 152;   // (Sm90WsConfig::kLaunchRegs)
+  }
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
@@ -346,7 +350,7 @@ std::vector<Build> make_builds() {
       // unrouted.
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               true, false, true, 1, true),
-      // FUSE_B with CC: all of B's copy by a copy grid running beside the GEMM (one 64-thread CTA per SM, units K
+      // FUSE_B with CC: all of B's copy by a copy grid running beside the GEMM (one 128-thread CTA per SM, units K
       // tile by K tile), so that the copy's time outside the GEMM (~5.5 us at N = K = 3072) runs under its first
       // wave; the GEMM only waits for the units' flags.
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_cc", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
@@ -403,7 +407,7 @@ std::string Build::description() const {
       if (fp16_a) os << "A and B as FP16 from two launches before it (TMA into the slots and the B tiles), "
                      << "2 producer warps + 2 SS-wgmma consumer warpgroups, "
                      << (persistent ? "persistent (one CTA per SM looping over the tiles), " : "");
-      else if (fp16_b) os << (cc ? "B as FP16 from a copy grid running beside it (one 64-thread CTA per SM, K tile by K tile; the GEMM launched at 160 registers), "
+      else if (fp16_b) os << (cc ? "B as FP16 from a copy grid running beside it (one CTA per SM, K tile by K tile; the GEMM launched at " + std::to_string(max_regs) + " registers), "
                               : fuse_b ? "B as FP16 from a copy of the first wave's column tiles by a launch before it and of the rest by this kernel (TMA into the B tiles), "
                                      : "B as FP16 from a launch before it (TMA into the B tiles), ")
                      << "a producer warp"
@@ -432,7 +436,7 @@ std::string Build::description() const {
       break;
     case Program::Sm90Fp16Units:
       os << "deq(x) x 2^-7 as FP16 in units of 64 rows x 64 K, each published by a flag (the copy grid beside the FP16-B CC "
-         << "builds: one CTA of " << threads << " threads per SM, 64 registers" << (pairs ? ", the pairs order" : "")
+         << "builds: one CTA of " << threads << " threads per SM, " << max_regs << " registers" << (pairs ? ", the pairs order" : "")
          << "), sm_90a only";
       break;
     case Program::DequantFp16:
@@ -559,10 +563,10 @@ std::vector<const Build*> usable_builds(int cc) {
 std::string family(const Build& b) { return program_name(b.program); }
 
 namespace {
-// A CC GEMM build is launched at 160 registers a thread (Sm90WsConfig's kLaunchRegs: room on the SM for the copy
-// grid's CTA), the others at what their thread count allows one CTA per SM.
+// A build with max_regs (CC: room on the SM for the copy grid's CTA) is compiled for that many registers a thread,
+// the others for what their thread count allows one CTA per SM.
 std::string launch_qualifier(const Build& b) {
-  if (b.cc) return "__maxnreg__(160)";
+  if (b.max_regs > 0) return "__maxnreg__(" + std::to_string(b.max_regs) + ")";
   return "__launch_bounds__(" + std::to_string(b.threads) + ", 1)";
 }
 // The unit of an sm_90a program taking Sm90WsParams: its header, a static_assert tying the registry's smem_bytes to
@@ -571,8 +575,11 @@ void render_sm90_unit(std::ostringstream& os, const Build& b, const char* header
                       const std::string& targs) {
   os << "#include \"sm90/" << header << "\"\n"
      << "static_assert(svdq_k::" << config << "<" << targs << ">::kSmem == " << b.smem_bytes
-     << ", \"registry smem_bytes differs from the kernel's\");\n"
-     << "extern \"C\" __global__ void " << launch_qualifier(b) << " " << b.kernel_name
+     << ", \"registry smem_bytes differs from the kernel's\");\n";
+  if (b.max_regs > 0)  // (the registers its setmaxnreg counts share out)
+    os << "static_assert(svdq_k::" << config << "<" << targs << ">::kLaunchRegs == " << b.max_regs
+       << ", \"registry max_regs differs from the kernel's\");\n";
+  os << "extern \"C\" __global__ void " << launch_qualifier(b) << " " << b.kernel_name
      << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
      << "  svdq_k::" << fn << "<" << targs << ">(p);\n}\n";
 }
@@ -628,9 +635,9 @@ std::string render(const Build& b) {
          << "  svdq_k::sm90_svdq_swap<" << b.bm << ", " << b.stages << ", " << b.tile_bufs << ", " << b.teams << ", "
          << b.team_warps << ">(p);\n}\n";
       break;
-    case Program::Sm90Fp16Units:  // the copy grid beside a CC GEMM build: its Sm90WsParams, 64 registers
+    case Program::Sm90Fp16Units:  // the copy grid beside a CC GEMM build: its Sm90WsParams
       os << "#include \"common/sm90_fp16_units.cuh\"\n"
-         << "extern \"C\" __global__ void __maxnreg__(64) " << b.kernel_name
+         << "extern \"C\" __global__ void " << launch_qualifier(b) << " " << b.kernel_name
          << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n  svdq_k::sm90_fp16_units_copy<"
          << (b.pairs ? "true" : "false") << ">(p);\n}\n";
       break;

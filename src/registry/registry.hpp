@@ -84,6 +84,9 @@ struct Build {
   // Sm90Ws (fuse_b): the whole FP16 copy of B by a copy grid beside the GEMM (sm90_fp16_units_copy, one 64-thread
   // CTA per SM; the GEMM launched at 160 registers so both fit), nothing converted in the GEMM.
   bool cc = false;
+  // Registers a thread the unit is compiled for (__maxnreg__; 0: __launch_bounds__(threads, 1) decides): the CC
+  // builds and their copy grid, whose CTAs share an SM.
+  int max_regs = 0;
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block
