@@ -68,13 +68,6 @@
 //       columns (the router gives these builds column-major raster groups, so that wave covers few columns):
 //       measured no faster either (the launch's time falls ~0.47 us per column tile it leaves out, the GEMM's rises
 //       ~0.6 us per column tile warp 3 converts; bench/results/2026-12-03_h200_fuse_hybrid_raster.md).
-//   CC (FUSE_B, concurrent copy): no copy launch before the GEMM and nothing converted in it: a copy grid of one
-//       128-thread CTA per SM (sm90_fp16_units_copy, common/sm90_fp16_units.cuh) writes all of B's units, K tile by
-//       K tile over all rows, beside the GEMM's CTAs (launched at 152 registers a thread so that both fit on an
-//       SM); the GEMM starts once every copy CTA runs (programmatic dependent launch), its warp 2 waits for the
-//       flags (no claims: every unit is being written by a running CTA) and its producer loads B as they come.
-//       The copy's ~5.5 us outside the GEMM at N = K = 3072 (bench/results/2026-12-03_h200_fuse_hybrid_raster.md
-//       §5) would then run under the first wave of tiles.
 //   SPLIT_B (the single-CTA FP16-B form whose consumers dequantize A): warp 2's lane 0 loads the B ring (FP16 B tiles
 //       and l1) and waits for the copy launch; the producer issues only the packed slots (op inputs, no wait), since
 //       one thread's TMA copies complete one after another (bench/results/2026-12-01_h200_tma_ingest.md). Measured
@@ -116,7 +109,6 @@
 //       of tiles, the last at most half full (bench/results/2026-12-03_h200_stream_k.md).
 #pragma once
 #include "common/sm90_async.cuh"
-#include "common/sm90_fp16_units.cuh"
 #include "common/sm90_ws_parts.cuh"
 #include "common/smxx_epilogue.cuh"
 #include "common/smxx_stream_k.cuh"
@@ -126,7 +118,7 @@ namespace svdq_k {
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
           bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false,
-          bool TRANS = false, bool CC = false>
+          bool TRANS = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -194,13 +186,8 @@ struct Sm90WsConfig {
   // cap: 168 / 128 / 96 at 384 / 512 / 640 threads) and allocates each region up to its setmaxnreg count. The
   // increases must fit in what the launch took: a setmaxnreg.inc beyond the CTA's pool never returns (a 640-thread
   // build asking for 18 432 + 47 104 of 61 440 registers hung on the H200).
-  // CC: launched at 152 (the unit's __maxnreg__), so that a 128-thread CTA of the copy grid at 56 registers fits on
-  // the SM beside it: each of the SM's four schedulers has 16 384 registers of its own and holds three of these
-  // warps (3 x 152 x 32 = 14 592) and one copy warp (56 x 32 = 1 792). (At 160 and 64 the copy grid's CTAs, two
-  // warps, found no room beside the GEMM's: the op measured as long without programmatic dependent launch as with
-  // it.) The first warpgroup gets 40, the consumers 208 still.
-  static constexpr int kLaunchRegs = CC ? 152 : 65536 / kThreads / 8 * 8;
-  static constexpr int kDequantRegs = CC ? 40 : DQ_WGS <= 1 ? 80 : DQ_WGS == 2 ? 64 : 48;
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kDequantRegs = DQ_WGS <= 1 ? 80 : DQ_WGS == 2 ? 64 : 48;
   static constexpr int kConsumerRegs = DQ_WGS <= 1 ? 208 : DQ_WGS == 2 ? 192 : 168;
   static_assert(kC0 * kDequantRegs + 256 * kConsumerRegs <= kThreads * kLaunchRegs, "sm90 ws: register budget");
   static_assert(BN == 128 || BN == 192 || BN == 256, "sm90 ws: BN must be 128, 192 or 256");
@@ -234,25 +221,14 @@ struct Sm90WsConfig {
   // TRANS: the kernel computes the transposed product (its A side is the op's B, its B side the op's A) and stages
   // each tile transposed, as two 256 x 64 boxes of the output.
   static_assert(!TRANS || (EPI_TMA && BN == 256 && !FUSE_B), "sm90 ws: TRANS in the EPI_TMA form, BN = 256");
-  // CC: the whole FP16 copy of B by the copy grid beside this one (sm90_fp16_units_copy), flags waited for by warp 2.
-  static_assert(!CC || (FUSE_B && EPI_TMA && kThreads == 384), "sm90 ws: CC is the FUSE_B form's, EPI_TMA, 384 threads");
 };
 
 // STEPS k16 steps of BF16 SS wgmma (the rank tile's d and l1 parts 0..STEPS-1) as one group, waited for.
-// HALVES: each as two m64n(N/2)k16 on the halves of the accumulators and of the l1 tile (see wgmma_rs_part).
-template <int N, int STEPS, bool HALVES = false>
+template <int N, int STEPS>
 SVDQ_DEV void rank_steps_ss(float* acc, u64 ad, u64 bd) {
   wgmma_fence();
 #pragma unroll
-  for (int part = 0; part < STEPS; ++part) {
-    if constexpr (HALVES) {
-      static_assert(N == 256, "rank_steps_ss: halves of m64n256k16");
-      wgmma_m64n128k16_bf16(acc, ad + 2 * part, bd + 2 * part);
-      wgmma_m64n128k16_bf16(acc + N / 4, ad + 2 * part, bd + 2 * part + (N / 2) * 128 / 16);
-    } else {
-      wgmma_ss_bf16<N>(acc, ad + 2 * part, bd + 2 * part);
-    }
-  }
+  for (int part = 0; part < STEPS; ++part) wgmma_ss_bf16<N>(acc, ad + 2 * part, bd + 2 * part);
   wgmma_commit();
   wgmma_wait_acc<N, 0>(acc);
 }
@@ -301,13 +277,12 @@ SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
           bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false,
-          bool TRANS = false, bool CC = false>
+          bool TRANS = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B,
-                         PAIRS, DBUFS, EPI_TMA, SK, TRANS, CC>;
+                         PAIRS, DBUFS, EPI_TMA, SK, TRANS>;
   constexpr int kAcc = BN / 2;
-  // (see wgmma_rs_part; CC's launch cap of 152 is below the 158 m64n256k16 needs too)
-  constexpr bool kHalves = (C::kThreads > 384 || C::kLaunchRegs < 158) && BN > 192;
+  constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
   const u32 base = (smem_addr(smem) + 1023u) & ~1023u;
@@ -457,15 +432,96 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // producer when the units of a B tile are published, converting any unit nobody has claimed yet itself (so no CTA
   // ever waits on one that is not running: a grid only partly resident still finishes).
   const int units_n = (int)((p.n + 63) >> 6);
-  // (common/sm90_fp16_units.cuh; its view made where used, from the parameter space, not kept in registers)
+  // Row of item i (0..3) of unit j for this lane (row 16 i + lane / 2 of the unit; lanes 2r and 2r + 1 share a row),
+  // -1 where there is none (j < 0, a row past N). A K tail of 32: the last K tile has only words 0-3 of a row.
+  auto unit_row = [&](int j, int i, int kt) -> i64 {
+    const i64 row = (i64)(j - kt * units_n) * 64 + 16 * i + (lane >> 1);
+    return j < 0 || row >= p.n ? -1 : row;
+  };
+  auto k_tail = [&](int kt) { return 64 * (i64)kt + 32 >= p.k; };
+  // Units ja and jb (-1: none) by the 32 lanes of this warp. load_units: lane 2r + h reads the 16-byte code chunk
+  // (words 4h..4h+3) of its row and the row's scale word. store_units: the lane pair trades two words (shuffles), so
+  // lane h holds words h, 2 + h, 4 + h, 6 + h (PAIRS: the byte-permuted words of chunk h of each K group), and
+  // writes their FP16 values with the copy launch's arithmetic
+  // (dequant8_f16, scale2_half2_x128 pairs: the bits are that launch's) as 16-byte chunks 2m + h, m = 0..3: each store
+  // instruction fills whole 32-byte sectors (lane pairs side by side; with each lane's own 64 contiguous bytes every
+  // store was 32 half sectors, the pattern that had cost the copy launch two thirds of its bandwidth).
+  // publish_units (and the converter's loop) then orders every lane's stores for the async proxy that reads them
+  // and, after the warp's convergence (which orders the other lanes' stores before lane 0's fence), lane 0's GPU
+  // fence and flag stores
+  // (release patterns) publish units j0 + x stride, x < count, where bit x of mask is set.
   auto load_units = [&](int ja, int jb, uint4 (&q)[2][4], u32 (&sw)[2][4]) {
-    Fp16Units::of(P, lane).load<2>(ja, jb, q, sw);
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      const int j = x == 0 ? ja : jb, kt = j >= 0 ? j / units_n : 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const i64 row = unit_row(j, i, kt);
+        q[x][i] = make_uint4(0u, 0u, 0u, 0u);
+        sw[x][i] = 0u;
+        if (row >= 0 && !((lane & 1) && k_tail(kt)))
+          q[x][i] = __ldg(reinterpret_cast<const uint4*>(p.b + row * (p.k / 2) + 32 * kt + 16 * (lane & 1)));
+        if (row >= 0)
+          sw[x][i] = __ldg(reinterpret_cast<const u32*>(p.b_sf + ((row >> 7) * sf_ktiles + kt) * 512 + scale_word_offset(row)));
+      }
+    }
   };
   auto store_units = [&](int ja, int jb, const uint4 (&q)[2][4], const u32 (&sw)[2][4]) {
-    Fp16Units::of(P, lane).store<PAIRS, 2>(ja, jb, q, sw);
+    const bool h = lane & 1;
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      const int j = x == 0 ? ja : jb, kt = j >= 0 ? j / units_n : 0;
+      const bool tail = k_tail(kt);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        // (every lane shuffles, also where it stores nothing)
+        const uint4 v = q[x][i];
+        u32 w4[4];
+        if constexpr (PAIRS) {
+          // The copy launch's pairs order (smxx_dequant_fp16_words<W, true>): chunk h of K group m holds pairs 2h,
+          // 2h + 1 of both its words, i.e. their bytes h and h + 2, which one byte permute gathers into a word that
+          // dequant8_f16 turns into that chunk. Lane h builds them for its own groups (2h, 2h + 1) and trades the
+          // other lane's half.
+          const u32 own = h ? 0x7351u : 0x6240u, other = h ? 0x6240u : 0x7351u;
+          const u32 k0 = __byte_perm(v.x, v.y, own), k1 = __byte_perm(v.z, v.w, own);
+          const u32 r0 = __shfl_xor_sync(0xFFFFFFFFu, __byte_perm(v.x, v.y, other), 1);
+          const u32 r1 = __shfl_xor_sync(0xFFFFFFFFu, __byte_perm(v.z, v.w, other), 1);
+          w4[0] = h ? r0 : k0;
+          w4[1] = h ? r1 : k1;
+          w4[2] = h ? k0 : r0;
+          w4[3] = h ? k1 : r1;
+        } else {
+          const u32 r0 = __shfl_xor_sync(0xFFFFFFFFu, h ? v.x : v.y, 1);
+          const u32 r1 = __shfl_xor_sync(0xFFFFFFFFu, h ? v.z : v.w, 1);
+          w4[0] = h ? r0 : v.x;
+          w4[1] = h ? r1 : v.z;
+          w4[2] = h ? v.y : r0;
+          w4[3] = h ? v.w : r1;
+        }
+        const i64 row = unit_row(j, i, kt);
+        if (row < 0) continue;
+        u32 sh[4];
+        scale4_half2_x128(sw[x][i], sh);  // word 2m + h is in K group m
+        u16* dst = P.b16 + row * p.k + 64 * (i64)kt + 8 * (int)h;
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          if (tail && m >= 2) continue;  // (chunks 4-7 are past K)
+          u32 o[4];
+          dequant8_f16(w4[m], sh[m], o);
+          *reinterpret_cast<uint4*>(dst + 16 * m) = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+      }
+    }
   };
   auto publish_units = [&](int j0, int stride, u32 mask, int count) {
-    svdq_k::publish_units(P.b16_flags, P.epoch, j0, stride, mask, count, lane);
+    fence_proxy_async_global();
+    __syncwarp();
+    if (lane == 0) {
+      fence_acq_rel_gpu();
+      for (int x = 0; x < count; ++x)
+        if (mask & (1u << x)) st_relaxed_gpu_u64(P.b16_flags + j0 + x * stride, P.epoch);
+    }
+    __syncwarp();
   };
   auto convert_unit = [&](int j) {  // (warp 2, a unit nobody had claimed)
     uint4 q[2][4];
@@ -526,7 +582,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     }
   };
   auto fused_b16_warp = [&](bool converter) {
-    if (!CC && converter) {
+    if (converter) {
       // The units of unit rows P.fuse_u0.. (the copy launch wrote the rows before) in the order the tiles after the
       // first wave need them: column tile by column tile, in it K tile by K tile. Warp 3 of CTA b converts
       // positions b + i G, two at a time (l, l + G) in one software pipeline: lanes 0 and 1 exchange the next
@@ -617,7 +673,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
               const int j = it * units_n + u0 + i;
               const int done = lane == 0 && ld_relaxed_gpu_u64(P.b16_flags + j) == P.epoch;
               if (__shfl_sync(0xFFFFFFFFu, done, 0)) continue;
-              if (!CC && claim_unit(j)) convert_unit(j);  // (CC: the copy grid's running CTAs write every unit)
+              if (claim_unit(j)) convert_unit(j);
               else if (lane == 0)  // (a pause between polls of these few lines; measured the same without it)
                 while (ld_relaxed_gpu_u64(P.b16_flags + j) != P.epoch) __nanosleep(200);
               __syncwarp();
@@ -642,8 +698,6 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         __syncwarp();
       }
     }
-    // CC: this grid ends after the copy grid (done long before: its last units were read above).
-    if constexpr (CC) pdl_wait_prior_grid();
   };
   auto prefetch_descs = [&] {
     tma_prefetch_desc(&P.tma_a);
@@ -709,7 +763,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         } else if constexpr (B16) {
           const int early = num_main < STAGES ? num_main : STAGES;  // packed slots free at the start
           for (int it = 0; it < early; ++it) issue(it, it);
-          if constexpr (!CC) pdl_wait_prior_grid();  // (CC: the B tiles wait for their flags, warp 2 / b_ok)
+          pdl_wait_prior_grid();
           for (int it = 0; it < total; ++it) {
             if (it >= early && it < num_main) issue(it, it);
             issue_b16(it, it);
@@ -778,7 +832,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         // the producer's ring (nor, in the persistent loop, the next tile's first loads).
         if (tid == 32) {
           tma_prefetch_desc(&P.tma_d);
-          if constexpr (!CC) pdl_wait_prior_grid();  // (CC: the copy grid writes nothing this warp reads)
+          pdl_wait_prior_grid();
           // (SK: the tiles of the segments that finish one)
           for (int t = SK ? final_tile(0) : tile0, q = 0, nt = 0; SK ? t >= 0 : t < tile_end;
                t = SK ? final_tile(nt + 1) : t + tile_step, ++nt) {
@@ -804,12 +858,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         // stores (128 rows x 64 columns each; rows past M and columns past N clipped by the map), then the staging
         // area handed back when they have read it. The consumers go on with the next tile meanwhile.
         if (tid == 127) tma_prefetch_desc(&P.tma_out);
-        // (FUSE_B: by the converting warp 3, between its units; CC: warp 3 converts nothing)
-        if ((!FUSE_B || CC) && tid >= 96) store_staged(true);
+        if (!FUSE_B && tid >= 96) store_staged(true);  // (FUSE_B: by the converting warp 3, between its units)
       }
       if constexpr (FUSE_B) {
-        if (tid >= 64 && (!CC || tid < 96)) fused_b16_warp(tid >= 96);  // warp 2: when B tiles may be loaded,
-                                                                          // warp 3: converting B
+        if (tid >= 64) fused_b16_warp(tid >= 96);  // warp 2: when B tiles may be loaded, warp 3: converting B
       }
       if constexpr (SK) {
         // Warp 2's lane 0 publishes the head's partial sums for CTA b + 1 once every consumer warp has stored its
@@ -1071,10 +1123,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     // Each count is its own straight-line fence..wait block (a wgmma under a condition makes ptxas fence every one).
     if constexpr (C::kRankTma) {  // (m64n256k16 only: not instantiated for the other tile widths)
       const int parts = (int)((p.rank - 64 * (it - num_main)) / 16);
-      if (parts >= 4) rank_steps_ss<BN, 4, kHalves>(acc, ad, bd);
-      else if (parts == 3) rank_steps_ss<BN, 3, kHalves>(acc, ad, bd);
-      else if (parts == 2) rank_steps_ss<BN, 2, kHalves>(acc, ad, bd);
-      else rank_steps_ss<BN, 1, kHalves>(acc, ad, bd);
+      if (parts >= 4) rank_steps_ss<BN, 4>(acc, ad, bd);
+      else if (parts == 3) rank_steps_ss<BN, 3>(acc, ad, bd);
+      else if (parts == 2) rank_steps_ss<BN, 2>(acc, ad, bd);
+      else rank_steps_ss<BN, 1>(acc, ad, bd);
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(empty_d + 8 * ds);

@@ -235,19 +235,13 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     // The build writing most of the copy itself: the copy launch writes the column tiles its first wave of tiles
     // reads (the CTAs' first tiles, in the program's raster order), the GEMM the rest; the scratch holds the copy,
     // then a flag and a claim word per 64 x 64 unit.
-    // CC builds: the copy grid beside the GEMM writes all of it (one CTA per SM), no copy launch before it.
     const int64_t units = checked::mul((km.k + 63) / 64, (km.n + 63) / 64, "FP16 copy units");
-    if (units > 0x7FFFFFFF)  // (the kernels number the units in an int)
-      throw Error(ErrorCode::InvalidArgument, std::string("mm_nvfp4_svdquant: argument '") + (tr ? "a" : "b") +
-                                                  "' makes more than 2^31 - 1 FP16 copy units of 64 x 64 with build " + build.id);
-    // (SVDQ_FUSE_COLS, a debug knob: how many column tiles the copy launch writes instead; 0: the GEMM writes all;
-    // not for CC builds)
+    // (SVDQ_FUSE_COLS, a debug knob: how many column tiles the copy launch writes instead; 0: the GEMM writes all)
     const auto forced_cols = env::get_int("SVDQ_FUSE_COLS", 0, 1 << 30);
     const int first_cols =
-        build.cc      ? 0
-        : forced_cols ? static_cast<int>(std::min<long long>(*forced_cols, col_tiles))
-                      : registry::first_wave_col_tiles(static_cast<int>(row_tiles), static_cast<int>(col_tiles), raster,
-                                                       static_cast<int>(gx));
+        forced_cols ? static_cast<int>(std::min<long long>(*forced_cols, col_tiles))
+                    : registry::first_wave_col_tiles(static_cast<int>(row_tiles), static_cast<int>(col_tiles), raster,
+                                                     static_cast<int>(gx));
     const int64_t rows1 = std::min<int64_t>(km.n, int64_t(first_cols) * build.bn);
     const registry::Build& dq = router::select_dequant_fp16(dev, build);
     const int64_t dq_blocks = checked::ceil_div(checked::mul(rows1, km.k / 8, "FP16 copy words"),
@@ -272,10 +266,8 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       q.out = wp.b16;
       q.m = rows1;
       q.k = k;
-      if (build.cc) launch(dq, dev, static_cast<unsigned>(dev.sm_count), 1, stream, &wp);
-      else if (dq_blocks > 0) launch(dq, dev, static_cast<unsigned>(dq_blocks), 1, stream, &q);
-      // (CC: by programmatic dependent launch the GEMM starts once every copy CTA runs; without it, after the copy)
-      launch(build, dev, gx, gy, stream, &wp, (build.cc || dq_blocks > 0) && env::get_bool("SVDQ_PDL", true));
+      if (dq_blocks > 0) launch(dq, dev, static_cast<unsigned>(dq_blocks), 1, stream, &q);
+      launch(build, dev, gx, gy, stream, &wp, dq_blocks > 0 && env::get_bool("SVDQ_PDL", true));
     } catch (...) {
       jit::scratch_free(scratch, cs);
       throw;

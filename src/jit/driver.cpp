@@ -74,7 +74,7 @@ void check(CUresult r, const std::string& what) {
 }  // namespace
 
 LoadedKernel load_kernel(const std::vector<char>& image, const std::string& kernel_name, const std::string& unit,
-                         const std::string& target, int device, int smem_bytes, bool max_smem_carveout) {
+                         const std::string& target, int device, int smem_bytes) {
   const DriverApi& d = api();
   LoadedKernel k;
   k.unit = unit;
@@ -88,13 +88,6 @@ LoadedKernel load_kernel(const std::vector<char>& image, const std::string& kern
     check(d.device_get(&dev, device), "cuDeviceGet");
     check(d.kernel_set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes, k.kernel, dev),
           "raising the shared-memory limit of " + kernel_name + " to " + std::to_string(smem_bytes) + " bytes");
-  }
-  if (max_smem_carveout) {
-    CUdevice dev;
-    check(d.device_get(&dev, device), "cuDeviceGet");
-    check(d.kernel_set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, CU_SHAREDMEM_CARVEOUT_MAX_SHARED,
-                                 k.kernel, dev),
-          "setting the shared-memory carveout of " + kernel_name);
   }
   return k;
 }

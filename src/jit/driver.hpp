@@ -18,11 +18,9 @@ struct LoadedKernel {
 };
 
 // Loads `image` (CUBIN or PTX) and resolves `kernel_name`; sets the dynamic shared memory limit to `smem_bytes` for
-// `device`, and with `max_smem_carveout` the preferred carveout to all shared memory (a kernel whose CTAs must
-// share an SM with a big-shared-memory kernel's: an SM configured for more L1 cannot take that kernel's CTA until
-// it is idle). Throws svdq::Error(Cuda) naming the unit on failure.
+// `device`. Throws svdq::Error(Cuda) naming the unit on failure.
 LoadedKernel load_kernel(const std::vector<char>& image, const std::string& kernel_name, const std::string& unit,
-                         const std::string& target, int device, int smem_bytes, bool max_smem_carveout = false);
+                         const std::string& target, int device, int smem_bytes);
 
 // Encodes a 2-D TMA tensor map over a row-major [rows, cols] array of `elem_bytes`-byte elements (1: bytes, 2:
 // BF16) with the given box and swizzle (0, 32 or 128 bytes); out-of-bounds box elements read as zero.

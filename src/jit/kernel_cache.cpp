@@ -205,8 +205,7 @@ const LoadedKernel& get_kernel(const registry::Build& build, const DeviceTarget&
   const std::string unit = registry::unit_name(build);
   Found f = find_image(build, dev, unit, true);
   auto k = std::make_unique<LoadedKernel>(
-      load_kernel(f.image, build.kernel_name, unit, f.target, dev.ordinal, static_cast<int>(build.smem_bytes),
-                  build.program == registry::Program::Sm90Fp16Units));  // (its CTAs run beside a CC GEMM's)
+      load_kernel(f.image, build.kernel_name, unit, f.target, dev.ordinal, static_cast<int>(build.smem_bytes)));
   ++g_stats.loads;
   if (f.source == "aot") ++g_stats.aot_loads;
   if (f.source == "disk") ++g_stats.disk_loads;

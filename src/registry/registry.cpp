@@ -25,7 +25,6 @@ const char* program_name(Program p) {
     case Program::Sm90SwapA16: return "sm90_svdq_swap_a16";
     case Program::Sm90Narrow: return "sm90_svdq_narrow";
     case Program::SmxxDecode: return "smxx_svdq_decode";
-    case Program::Sm90Fp16Units: return "sm90_fp16_units";
   }
   return "unknown";
 }
@@ -49,18 +48,6 @@ Build dequant_fp16(const std::string& id, int threads, int words, bool pairs = f
   Build b = simple(id, Program::DequantFp16, threads);
   b.words_per_thread = words;
   b.pairs = pairs;
-  return b;
-}
-
-// The copy grid beside a CC GEMM build (kernels/common/sm90_fp16_units.cuh): four warps at 56 registers (one per
-// scheduler, in the room the GEMM's warps at 152 leave in each one's 16 384), sm_90a (the async-proxy fences).
-Build fp16_units(const std::string& id, bool pairs) {
-  Build b = simple(id, Program::Sm90Fp16Units, 128);
-  b.pairs = pairs;
-  b.max_regs = 56;
-  b.min_nvrtc = 124;  // (__maxnreg__)
-  b.min_cc = 90;
-  b.max_cc = 90;
   return b;
 }
 
@@ -99,7 +86,7 @@ Build sm90(const std::string& id, int stages) {
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
               int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false,
               bool lean = false, bool fuse_b = false, bool split_b = false, bool pairs = false, int d_bufs = 1,
-              bool epi_tma = false, bool stream_k = false, bool trans = false, bool cc = false) {
+              bool epi_tma = false, bool stream_k = false, bool trans = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -124,11 +111,6 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.epi_tma = epi_tma;
   b.stream_k = stream_k;
   b.trans = trans;
-  b.cc = cc;
-  if (cc) {
-    b.min_nvrtc = 124;  // (__maxnreg__)
-    b.max_regs = 152;   // (Sm90WsConfig::kLaunchRegs)
-  }
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
@@ -254,7 +236,6 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws_bn128_s8_b3_d2", 128, 8, 3, 2),
       dequant_fp16("smxx_dequant_fp16", 256, 2),
       dequant_fp16("smxx_dequant_fp16_pairs", 256, 2, true),
-      fp16_units("sm90_fp16_units_pairs", true),
       sm90_swap_a16("sm90_a16_bm24_s12_rs", 24, 12, true),
       sm90_swap_a16("sm90_a16_bm72_s8_rs", 72, 8, true),
       sm90_swap_a16("sm90_a16_bm136_s6_rs", 136, 6, true),
@@ -350,11 +331,6 @@ std::vector<Build> make_builds() {
       // unrouted.
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               true, false, true, 1, true),
-      // FUSE_B with CC: all of B's copy by a copy grid running beside the GEMM (one 128-thread CTA per SM, units K
-      // tile by K tile), so that the copy's time outside the GEMM (~5.5 us at N = K = 3072) runs under its first
-      // wave; the GEMM only waits for the units' flags.
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_cc", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
-              true, false, true, 1, true, false, false, true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
       // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
@@ -407,8 +383,7 @@ std::string Build::description() const {
       if (fp16_a) os << "A and B as FP16 from two launches before it (TMA into the slots and the B tiles), "
                      << "2 producer warps + 2 SS-wgmma consumer warpgroups, "
                      << (persistent ? "persistent (one CTA per SM looping over the tiles), " : "");
-      else if (fp16_b) os << (cc ? "B as FP16 from a copy grid running beside it (one CTA per SM, K tile by K tile; the GEMM launched at " + std::to_string(max_regs) + " registers), "
-                              : fuse_b ? "B as FP16 from a copy of the first wave's column tiles by a launch before it and of the rest by this kernel (TMA into the B tiles), "
+      else if (fp16_b) os << (fuse_b ? "B as FP16 from a copy of the first wave's column tiles by a launch before it and of the rest by this kernel (TMA into the B tiles), "
                                      : "B as FP16 from a launch before it (TMA into the B tiles), ")
                      << "a producer warp"
                      << (a_tiles > 0 ? " + " + std::to_string(dq_wgs) + " team(s) of 3 warps dequantizing A into " + std::to_string(a_tiles) +
@@ -418,8 +393,7 @@ std::string Build::description() const {
       else if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
       else os << "a producer warp + " << 4 * dq_wgs - 1 << " dequant warps + 2 RS-wgmma consumer warpgroups, ";
       if (lean) os << "lean dequantization (E4M3 scales by F2FP, one rotation per fragment pair), ";
-      if (fuse_b && !cc) os << "warp 3 converting B per 64 x 64 unit (column-major tile order), warp 2 loading a B tile once its units are published, ";
-      if (cc) os << "warp 2 loading a B tile once the copy grid has published its units, ";
+      if (fuse_b) os << "warp 3 converting B per 64 x 64 unit (column-major tile order), warp 2 loading a B tile once its units are published, ";
       if (split_b) os << "warp 2 loading the B tiles, ";
       if (pairs) os << "fragments in the pairs order (half a code word per quad lane and K group), ";
       if (d_bufs > 1) os << d_bufs << " d buffers for the rank steps, ";
@@ -433,11 +407,6 @@ std::string Build::description() const {
          << "mbarrier ring of " << stages << " packed slots, " << tile_bufs << " FP16 tile pairs, a producer warp, "
          << teams << " teams of " << team_warps << " dequant warps taking K tiles in turn, 1 SS-wgmma consumer "
          << "warpgroup, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
-      break;
-    case Program::Sm90Fp16Units:
-      os << "deq(x) x 2^-7 as FP16 in units of 64 rows x 64 K, each published by a flag (the copy grid beside the FP16-B CC "
-         << "builds: one CTA of " << threads << " threads per SM, " << max_regs << " registers" << (pairs ? ", the pairs order" : "")
-         << "), sm_90a only";
       break;
     case Program::DequantFp16:
       os << "deq(x) x 2^-7 as FP16 (the FP16 operand of the swap-AB-on-FP16-A and FP16-B programs, " << words_per_thread
@@ -519,7 +488,7 @@ bool is_gemm(const Build& b) {
 
 bool is_sm90a_program(Program p) {
   return p == Program::Sm90Wgmma || p == Program::Sm90Ws || p == Program::Sm90Swap || p == Program::Sm90SwapA16 ||
-         p == Program::Sm90Narrow || p == Program::Sm90Fp16Units;
+         p == Program::Sm90Narrow;
 }
 
 int a16_rows_per_cta(const Build& b) { return b.cluster > 1 ? (b.bm / 2 + 7) / 8 * 8 : b.bm; }
@@ -533,7 +502,6 @@ bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16 || 
 bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp16_b; }
 
 const Build& dequant_fp16_for(const Build& gemm) {
-  if (gemm.cc) return build_by_id("sm90_fp16_units_pairs");
   return build_by_id(gemm.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16");
 }
 
@@ -563,23 +531,14 @@ std::vector<const Build*> usable_builds(int cc) {
 std::string family(const Build& b) { return program_name(b.program); }
 
 namespace {
-// A build with max_regs (CC: room on the SM for the copy grid's CTA) is compiled for that many registers a thread,
-// the others for what their thread count allows one CTA per SM.
-std::string launch_qualifier(const Build& b) {
-  if (b.max_regs > 0) return "__maxnreg__(" + std::to_string(b.max_regs) + ")";
-  return "__launch_bounds__(" + std::to_string(b.threads) + ", 1)";
-}
 // The unit of an sm_90a program taking Sm90WsParams: its header, a static_assert tying the registry's smem_bytes to
 // the program's Config<targs>::kSmem, and the entry point calling fn<targs>.
 void render_sm90_unit(std::ostringstream& os, const Build& b, const char* header, const char* config, const char* fn,
                       const std::string& targs) {
   os << "#include \"sm90/" << header << "\"\n"
      << "static_assert(svdq_k::" << config << "<" << targs << ">::kSmem == " << b.smem_bytes
-     << ", \"registry smem_bytes differs from the kernel's\");\n";
-  if (b.max_regs > 0)  // (the registers its setmaxnreg counts share out)
-    os << "static_assert(svdq_k::" << config << "<" << targs << ">::kLaunchRegs == " << b.max_regs
-       << ", \"registry max_regs differs from the kernel's\");\n";
-  os << "extern \"C\" __global__ void " << launch_qualifier(b) << " " << b.kernel_name
+     << ", \"registry smem_bytes differs from the kernel's\");\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
      << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
      << "  svdq_k::" << fn << "<" << targs << ">(p);\n}\n";
 }
@@ -609,7 +568,7 @@ std::string render(const Build& b) {
       break;
     case Program::Sm90Ws: {
       // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B, PAIRS, DBUFS,
-      // EPI_TMA, SK, TRANS, CC) up to the last one that
+      // EPI_TMA, SK, TRANS) up to the last one that
       // differs from its default, so builds from before an argument existed render as before (same content hash).
       auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
       const std::pair<std::string, std::string> args[] = {
@@ -617,9 +576,9 @@ std::string render(const Build& b) {
           {flag(b.fp16_a), "false"}, {flag(b.persistent), "false"},  {flag(b.a_ss), "false"},
           {flag(b.lean), "false"},   {flag(b.fuse_b), "false"},  {flag(b.split_b), "false"},
           {flag(b.pairs), "false"},  {std::to_string(b.d_bufs), "1"}, {flag(b.epi_tma), "false"},
-          {flag(b.stream_k), "false"}, {flag(b.trans), "false"}, {flag(b.cc), "false"}};
+          {flag(b.stream_k), "false"}, {flag(b.trans), "false"}};
       int named = 0;
-      for (int i = 0; i < 15; ++i)
+      for (int i = 0; i < 14; ++i)
         if (args[i].first != args[i].second) named = i + 1;
       std::string ws_tail;
       for (int i = 0; i < named; ++i) ws_tail += ", " + args[i].first;
@@ -634,12 +593,6 @@ std::string render(const Build& b) {
          << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
          << "  svdq_k::sm90_svdq_swap<" << b.bm << ", " << b.stages << ", " << b.tile_bufs << ", " << b.teams << ", "
          << b.team_warps << ">(p);\n}\n";
-      break;
-    case Program::Sm90Fp16Units:  // the copy grid beside a CC GEMM build: its Sm90WsParams
-      os << "#include \"common/sm90_fp16_units.cuh\"\n"
-         << "extern \"C\" __global__ void " << launch_qualifier(b) << " " << b.kernel_name
-         << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n  svdq_k::sm90_fp16_units_copy<"
-         << (b.pairs ? "true" : "false") << ">(p);\n}\n";
       break;
     case Program::DequantFp16:
       os << "#include \"quantize/smxx_dequant_fp16.cuh\"\n"

@@ -19,7 +19,6 @@ enum class Program : int {
   Sm90SwapA16 = 7,
   Sm90Narrow = 8,  // small M, not swapped: all rows of a row tile x BN output columns per CTA
   SmxxDecode = 9,  // decode-sized M, any sm_80+: mma.sync, 8 weight rows per warp, in-register weight dequant
-  Sm90Fp16Units = 10,  // the FP16 copy of B in flag-published 64 x 64 units, beside an Sm90Ws CC build (sm_90a)
 };
 const char* program_name(Program p);
 
@@ -81,12 +80,6 @@ struct Build {
   // Sm90Ws (epi_tma, bn 256): the transposed product (the op's B on the kernel's packed A side, the op's A copied to
   // FP16 as its B side, the output staged transposed), for N > M: the copy launch writes M x K instead of N x K.
   bool trans = false;
-  // Sm90Ws (fuse_b): the whole FP16 copy of B by a copy grid beside the GEMM (sm90_fp16_units_copy, one 64-thread
-  // CTA per SM; the GEMM launched at 160 registers so both fit), nothing converted in the GEMM.
-  bool cc = false;
-  // Registers a thread the unit is compiled for (__maxnreg__; 0: __launch_bounds__(threads, 1) decides): the CC
-  // builds and their copy grid, whose CTAs share an SM.
-  int max_regs = 0;
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block

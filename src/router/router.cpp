@@ -149,9 +149,8 @@ int heuristic_raster(int sm_count, const MmShape& s, const registry::Build& b) {
   const int64_t rows = b.trans ? s.n : s.m, cols = b.trans ? s.m : s.n;  // (TRANS: the kernel's rows are N's)
   const int64_t row_tiles = (rows + b.bm - 1) / b.bm, col_tiles = (cols + b.bn - 1) / b.bn;
   // FUSE_B: one group of all row tiles (column-major), so the first wave of tiles reads as few column tiles of B
-  // as it can (the copy launch writes those, the GEMM the rest meanwhile). CC (the copy grid writes K tile by K
-  // tile over all columns): the plain order.
-  if (b.fuse_b && !b.cc) return row_tiles > 1 ? static_cast<int>(std::min<int64_t>(row_tiles, 1 << 30)) : 0;
+  // as it can (the copy launch writes those, the GEMM the rest meanwhile).
+  if (b.fuse_b) return row_tiles > 1 ? static_cast<int>(std::min<int64_t>(row_tiles, 1 << 30)) : 0;
   return row_tiles * col_tiles <= sm_count || row_tiles <= 1 ? 0 : kRasterRows;
 }
 

@@ -351,12 +351,10 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
   int pairs_builds = 0;
   for (const auto& b : reg::all_builds()) {
     if (!reg::needs_fp16_a(b) && !reg::needs_fp16_b(b)) continue;
-    EXPECT_EQ(reg::dequant_fp16_for(b).id,
-              b.cc ? "sm90_fp16_units_pairs" : b.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16")
-        << b.id;
+    EXPECT_EQ(reg::dequant_fp16_for(b).id, b.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16") << b.id;
     pairs_builds += b.pairs ? 1 : 0;
   }
-  EXPECT_EQ(pairs_builds, 12);
+  EXPECT_EQ(pairs_builds, 11);
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
@@ -440,9 +438,7 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
     EXPECT_TRUE(reg::needs_fp16_b(pairs)) << id;
   }
   for (const auto& b : reg::all_builds())
-    EXPECT_TRUE(!b.pairs || b.program == reg::Program::DequantFp16 || b.program == reg::Program::Sm90Fp16Units ||
-                (b.fp16_b && b.lean))
-        << b.id;
+    EXPECT_TRUE(!b.pairs || b.program == reg::Program::DequantFp16 || (b.fp16_b && b.lean)) << b.id;
   // Two d buffers (the 15th argument): 16 KiB and two barriers more than one, two packed slots (4.5 KiB and two
   // barriers each) fewer.
   const reg::Build& d2 = reg::build_by_id("sm90_ws16_bn256_s6_b5_lean_pers_pairs_d2");
@@ -476,30 +472,6 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(epi_fuse.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 4 * 8);
   EXPECT_LE(epi_fuse.smem_bytes, reg::max_smem_optin_for_cc(90));
   EXPECT_EQ(&reg::dequant_fp16_for(epi_fuse), &reg::build_by_id("smxx_dequant_fp16_pairs"));
-  // Its concurrent-copy form: FUSE_B and the 19th argument (SK, TRANS false before it), the same shared memory,
-  // compiled for 152 registers (__maxnreg__, no __launch_bounds__: the two may not meet; the unit checks the
-  // kernel's count), its copy grid the units build (sm_90a): per scheduler (16 384 registers, a quarter of each
-  // CTA's warps) three GEMM warps at 152 and one copy warp at 56 fit.
-  const reg::Build& epi_cc = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_cc");
-  EXPECT_EQ(targs(epi_cc), targs(epi_fuse) + ", false, false, true");
-  EXPECT_TRUE(epi_cc.cc && epi_cc.fuse_b && !epi_fuse.cc);
-  EXPECT_EQ(epi_cc.smem_bytes, epi_fuse.smem_bytes);
-  EXPECT_NE(reg::render(epi_cc).find("__global__ void __maxnreg__(152) " + epi_cc.kernel_name), std::string::npos);
-  EXPECT_NE(reg::render(epi_cc).find("::kLaunchRegs == 152"), std::string::npos);
-  EXPECT_EQ(reg::render(epi_cc).find("__launch_bounds__"), std::string::npos);
-  EXPECT_EQ(epi_cc.min_nvrtc, 124);
-  const reg::Build& units = reg::dequant_fp16_for(epi_cc);
-  EXPECT_EQ(units.program, reg::Program::Sm90Fp16Units);
-  EXPECT_TRUE(units.pairs && !reg::is_gemm(units) && reg::is_sm90a_program(units.program));
-  EXPECT_LE((epi_cc.threads / 128) * epi_cc.max_regs * 32 + (units.threads / 128) * units.max_regs * 32, 16384);
-  EXPECT_NE(reg::render(units).find("__global__ void __maxnreg__(56) " + units.kernel_name), std::string::npos);
-  EXPECT_NE(reg::render(units).find("sm90_fp16_units_copy<true>(p)"), std::string::npos);
-  for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.cc || b.program == reg::Program::Sm90Fp16Units || b.fuse_b) << b.id;
-  // The raster heuristic: FUSE_B's one column-major group, CC's the plain order (its copy goes K tile by K tile).
-  EXPECT_EQ(svdq::router::heuristic_raster(132, {8192, 3072, 3072, 32, true}, epi_fuse), 64);
-  EXPECT_EQ(svdq::router::heuristic_raster(132, {8192, 3072, 3072, 32, true}, epi_cc),
-            svdq::router::heuristic_raster(132, {8192, 3072, 3072, 32, true},
-                                           reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi")));
   // Its stream-K form: the 17th argument, one barrier more (sk_stored).
   const reg::Build& epi_sk = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
   EXPECT_EQ(targs(epi_sk), "256, 6, 4, 1, true, 1, 0, false, true, false, true, false, false, true, 1, true, true");

@@ -357,29 +357,6 @@ static void expect_twin_bytes(Problem& p, const svdq::env::ScopedVar& force, con
   }
 }
 
-// The concurrent-copy build (the FP16 copy of B by a grid of one CTA per SM running beside the GEMM, published per
-// 64 x 64 unit) gives the bytes of its twin: partial column tiles (N = 3104), a K tail (K = 1056), one K tile,
-// M below a tile, rank 128, the 4096 x 3072 x 3072 suite shape; three runs in a row (recycled scratch and flags:
-// a stale epoch would show), and so with SVDQ_PDL=0 (the GEMM after the whole copy).
-TEST(GpuMmDeterminism, ConcurrentCopyKeepsTheBytes) {
-  SVDQ_REQUIRE_GPU();
-  const svdq::DeviceInfo info = svdq::current_device_info();
-  if (info.cc_major * 10 + info.cc_minor != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only";
-  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD"), pdl("SVDQ_PDL");
-  const std::string twin = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", cc = twin + "_cc";
-  for (const Shape& s : {make_shape(4096, 3072, 3072, 32, true), make_shape(4096, 3104, 1056, 64, true),
-                         make_shape(2000, 160, 32, 16, true), make_shape(100, 3072, 3072, 128, false),
-                         make_shape(6912, 3072, 3072, 128, true)}) {
-    SCOPED_TRACE(s.str());
-    Problem p(s, seed_for(s, 2014));
-    const auto where = output_cell(s.n);
-    expect_twin_bytes(p, force, twin, cc, where);
-    pdl.set("0");
-    expect_twin_bytes(p, force, twin, cc, where);
-    pdl.unset();
-  }
-}
-
 // The transposed-product builds (the op's B on the kernel's A side, A copied to FP16, the tile staged transposed)
 // give the bytes of their twins: N > M as routed (4096 x 12288), M and N off the tiles (300 x 3104 with a K tail: a
 // partial 256-row output tile and a partial 128-column one, the bias's partial bulk load), N < M, M = 129, K = 32,
