@@ -297,6 +297,24 @@ TEST(GpuMmDeterminism, Sm90BuildsAgreeOnSuiteShapes) {
   for (const svdq::bench::Shape& s : svdq::bench::default_suite()) expect_builds_agree(s, seed_for(s, 2005), ids);
 }
 
+// Runs build `twin`, then `build` three times in a row (recycled scratch), each on a poisoned output, and expects
+// `build`'s bytes to be `twin`'s every time; returns `twin`'s output (`build` is left forced).
+template <typename Where>
+static std::vector<uint16_t> expect_twin_bytes(Problem& p, const svdq::env::ScopedVar& force, const std::string& twin,
+                                               const std::string& build, Where where) {
+  force.set(twin);
+  p.poison_output();
+  p.run();
+  std::vector<uint16_t> ref = p.download_output();
+  force.set(build);
+  for (int run = 0; run < 3; ++run) {
+    p.poison_output();
+    p.run();
+    EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << build << ", run " << run;
+  }
+  return ref;
+}
+
 // The builds writing B's FP16 copy inside the GEMM past the first wave's column tiles (per 64 x 64 unit, flags
 // between CTAs tagged with a per-launch epoch in reused scratch) give the copy launch's bytes, run after run: shapes
 // whose first wave covers every column (300 x 96, 2000 x 160) and shapes where the GEMM converts most columns
@@ -318,16 +336,7 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
     Problem p(s, seed_for(s, 2010));
     const auto where = output_cell(s.n);
     for (const auto& [twin, fused] : builds) {
-      force.set(twin);
-      p.poison_output();
-      p.run();
-      const std::vector<uint16_t> ref = p.download_output();
-      force.set(fused);
-      for (int run = 0; run < 3; ++run) {
-        p.poison_output();
-        p.run();
-        EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << fused << ", run " << run;
-      }
+      const std::vector<uint16_t> ref = expect_twin_bytes(p, force, twin, fused, where);
       // SVDQ_FUSE_COLS: all of B converted by the GEMM (no copy launch), one column tile by the launch, all by it
       for (const char* c : {"0", "1", "1000"}) {
         cols.set(c);
@@ -337,23 +346,6 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
       }
       cols.unset();
     }
-  }
-}
-
-// Runs build `twin`, then `build` three times in a row (recycled scratch), each on a poisoned output, and expects
-// `build`'s bytes to be `twin`'s every time.
-template <typename Where>
-static void expect_twin_bytes(Problem& p, const svdq::env::ScopedVar& force, const std::string& twin,
-                              const std::string& build, Where where) {
-  force.set(twin);
-  p.poison_output();
-  p.run();
-  const std::vector<uint16_t> ref = p.download_output();
-  force.set(build);
-  for (int run = 0; run < 3; ++run) {
-    p.poison_output();
-    p.run();
-    EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << build << ", run " << run;
   }
 }
 
