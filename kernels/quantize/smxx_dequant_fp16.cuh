@@ -17,7 +17,8 @@
 
 namespace svdq_k {
 
-template <int W, bool PAIRS = false>
+// L2_KEEP: the stores carry an L2 evict_last policy (createpolicy), so the copy's lines stay in L2 for the GEMM.
+template <int W, bool PAIRS = false, bool L2_KEEP = false>
 SVDQ_DEV void smxx_dequant_fp16_words(const DequantParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The GEMM after this launch (programmatic dependent launch) may start now: it waits (griddepcontrol.wait) for
@@ -65,6 +66,17 @@ SVDQ_DEV void smxx_dequant_fp16_words(const DequantParams& p) {
         o[3] = t1;
       }
     }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (L2_KEEP) {
+      u64 pol;
+      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
+      asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(
+                       reinterpret_cast<uint4*>(p.out) + idx),
+                   "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3]), "l"(pol)
+                   : "memory");
+      continue;
+    }
+#endif
     uint4 v;
     v.x = o[0];
     v.y = o[1];

@@ -1,0 +1,174 @@
+// Does the FP16 copy launch (kernels/quantize/smxx_dequant_fp16.cuh, the PAIRS form of the registry's build, 2 words
+// per thread) run faster when its stores ask L2 to keep their lines (L2_KEEP: an evict_last policy), and does the
+// copy stay in L2 for the reader after it? Per variant and shape, 11 trials after a clean-L2 flush (a 256 MiB memset,
+// then a read sweep over it, so L2 holds clean lines only, as after ncu's --cache-control all):
+//   copy:  globaltimer span from the first CTA's start to the last CTA's end (no launch overhead), and event time;
+//   read:  event time of a kernel reading the whole FP16 copy right after (L2 hits if the copy stayed there);
+//   write-only / read-only kernels over the same bytes, for the ceilings.
+// Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/copy_l2.cu -o copy_l2
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+#include <cuda_runtime.h>
+#include "quantize/smxx_dequant_fp16.cuh"
+#include "micro_util.hpp"
+
+using namespace svdq_k;
+
+__device__ unsigned long long g_t0, g_t1;
+__device__ unsigned g_sink;
+
+__device__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ void span_begin() {
+  if (threadIdx.x == 0) atomicMin(&g_t0, now_ns());
+}
+__device__ void span_end() {
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(&g_t1, now_ns());
+}
+
+template <bool KEEP>
+__global__ void __launch_bounds__(256) copy_k(const DequantParams p) {
+  span_begin();
+  smxx_dequant_fp16_words<2, true, KEEP>(p);
+  span_end();
+}
+
+// 16 bytes per thread, 2 per thread blockDim apart (the copy's output pattern), no reads.
+template <bool KEEP>
+__global__ void __launch_bounds__(256) write_k(uint4* out, long long n16) {
+  span_begin();
+  const long long i0 = (long long)blockIdx.x * 512 + threadIdx.x;
+  u64 pol;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
+  for (int j = 0; j < 2; ++j) {
+    const long long i = i0 + j * 256;
+    if (i >= n16) continue;
+    if (KEEP)
+      asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %1, %1, %1}, %2;\n" ::"l"(out + i), "r"((unsigned)i),
+                   "l"(pol) : "memory");
+    else
+      out[i] = make_uint4((unsigned)i, (unsigned)i, (unsigned)i, (unsigned)i);
+  }
+  span_end();
+}
+
+__global__ void __launch_bounds__(256) read_k(const uint4* in, long long n16) {
+  span_begin();
+  unsigned acc = 0;
+  for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n16; i += (long long)gridDim.x * 256) {
+    const uint4 v = in[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) g_sink = acc;
+  span_end();
+}
+
+static void* g_flush;
+static const size_t kFlush = 256u << 20;
+
+static void clean_flush() {
+  check(cudaMemset(g_flush, 1, kFlush), "flush memset");
+  read_k<<<132 * 8, 256>>>(static_cast<const uint4*>(g_flush), kFlush / 16);
+  check(cudaDeviceSynchronize(), "flush sweep");
+}
+
+struct Times { double span_us, event_us; };
+
+template <typename Launch>
+static Times timed(Launch&& launch) {
+  const unsigned long long hi = ~0ull, lo = 0;
+  cudaMemcpyToSymbol(g_t0, &hi, 8);
+  cudaMemcpyToSymbol(g_t1, &lo, 8);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaEventRecord(e0);
+  launch();
+  cudaEventRecord(e1);
+  check(cudaEventSynchronize(e1), "timed launch");
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  unsigned long long t0, t1;
+  cudaMemcpyFromSymbol(&t0, g_t0, 8);
+  cudaMemcpyFromSymbol(&t1, g_t1, 8);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return {(t1 - t0) * 1e-3, ms * 1e3};
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+static void run(long long rows, long long K) {
+  const long long sf_rows = (rows + 127) / 128 * 128, sf_cols = (K / 16 + 3) / 4 * 4;
+  void *a, *sf, *out;
+  check(cudaMalloc(&a, rows * K / 2), "malloc");
+  check(cudaMalloc(&sf, sf_rows * sf_cols), "malloc");
+  check(cudaMalloc(&out, rows * K * 2), "malloc");
+  {
+    std::vector<unsigned> codes(rows * K / 8);
+    unsigned x = 12345;
+    for (auto& c : codes) c = x = x * 1664525u + 1013904223u;
+    check(cudaMemcpy(a, codes.data(), codes.size() * 4, cudaMemcpyHostToDevice), "codes");
+  }
+  check(cudaMemset(sf, 0x38, sf_rows * sf_cols), "sf");
+  DequantParams p{};
+  p.a = static_cast<const u8*>(a);
+  p.a_sf = static_cast<const u8*>(sf);
+  p.out = static_cast<u16*>(out);
+  p.m = rows;
+  p.k = K;
+  const long long n16 = rows * K / 8;  // 16-byte output words = packed 4-byte words
+  const unsigned grid = (unsigned)((n16 + 511) / 512);
+  const double bytes = rows * K * 0.5 + sf_rows * sf_cols + rows * K * 2.0;
+  std::vector<unsigned> ref;
+  for (int variant = 0; variant < 5; ++variant) {
+    static const char* names[] = {"copy (plain stores)", "copy (L2 evict_last stores)", "write only (plain)",
+                                  "write only (L2 evict_last)", "read only (packed codes)"};
+    std::vector<double> span, ev, rd_ev, rd_span;
+    for (int trial = 0; trial < 11; ++trial) {
+      clean_flush();
+      Times t{};
+      switch (variant) {
+        case 0: t = timed([&] { copy_k<false><<<grid, 256>>>(p); }); break;
+        case 1: t = timed([&] { copy_k<true><<<grid, 256>>>(p); }); break;
+        case 2: t = timed([&] { write_k<false><<<grid, 256>>>(static_cast<uint4*>(out), n16); }); break;
+        case 3: t = timed([&] { write_k<true><<<grid, 256>>>(static_cast<uint4*>(out), n16); }); break;
+        default: t = timed([&] { read_k<<<132 * 8, 256>>>(static_cast<const uint4*>(a), rows * K / 32); }); break;
+      }
+      const Times r = timed([&] { read_k<<<132 * 8, 256>>>(static_cast<const uint4*>(out), n16); });
+      span.push_back(t.span_us);
+      ev.push_back(t.event_us);
+      rd_span.push_back(r.span_us);
+      rd_ev.push_back(r.event_us);
+    }
+    if (variant <= 1) {  // both copies write the same bytes
+      std::vector<unsigned> got(rows * K / 2);
+      check(cudaMemcpy(got.data(), out, got.size() * 4, cudaMemcpyDeviceToHost), "out");
+      if (variant == 0) ref = got;
+      else if (got != ref) std::printf("  MISMATCH: the evict_last copy wrote other bytes\n");
+    }
+    const double b = variant <= 1 ? bytes : variant <= 3 ? rows * K * 2.0 : rows * K * 0.5;
+    std::printf("%lld x %lld  %-28s span %6.2f us (%.2f TB/s)  event %6.2f us | read of the copy after: span %6.2f "
+                "us, event %6.2f us\n",
+                rows, K, names[variant], median(span), b / median(span) * 1e-6, median(ev), median(rd_span),
+                median(rd_ev));
+  }
+  cudaFree(a);
+  cudaFree(sf);
+  cudaFree(out);
+}
+
+int main() {
+  check(cudaMalloc(&g_flush, kFlush), "malloc");
+  const long long shapes[4][2] = {{3072, 3072}, {4096, 3072}, {3072, 12288}, {12288, 3072}};  // rows, K
+  for (const auto& s : shapes) run(s[0], s[1]);
+  return 0;
+}
