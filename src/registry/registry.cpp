@@ -44,12 +44,10 @@ Build simple(const std::string& id, Program p, int threads) {
 
 // The FP16 copy launch: `words` packed words per thread (kernels/quantize/smxx_dequant_fp16.cuh, W).
 // pairs: in the PAIRS K order (smxx_dequant_fp16_words' PAIRS) for the GEMM builds with Build::pairs.
-// l2_keep: stores with an L2 evict_last policy (smxx_dequant_fp16_words' L2_KEEP), PAIRS order only.
-Build dequant_fp16(const std::string& id, int threads, int words, bool pairs = false, bool l2_keep = false) {
+Build dequant_fp16(const std::string& id, int threads, int words, bool pairs = false) {
   Build b = simple(id, Program::DequantFp16, threads);
   b.words_per_thread = words;
   b.pairs = pairs;
-  b.l2_keep = l2_keep;
   return b;
 }
 
@@ -238,7 +236,6 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws_bn128_s8_b3_d2", 128, 8, 3, 2),
       dequant_fp16("smxx_dequant_fp16", 256, 2),
       dequant_fp16("smxx_dequant_fp16_pairs", 256, 2, true),
-      dequant_fp16("smxx_dequant_fp16_pairs_keep", 256, 2, true, true),
       sm90_swap_a16("sm90_a16_bm24_s12_rs", 24, 12, true),
       sm90_swap_a16("sm90_a16_bm72_s8_rs", 72, 8, true),
       sm90_swap_a16("sm90_a16_bm136_s6_rs", 136, 6, true),
@@ -504,9 +501,8 @@ ClusterShape cluster_shape(const Build& b) {
 bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16 || (b.program == Program::Sm90Ws && b.fp16_a); }
 bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp16_b; }
 
-const Build& dequant_fp16_for(const Build& gemm, bool l2_keep) {
-  if (!gemm.pairs) return build_by_id("smxx_dequant_fp16");
-  return build_by_id(l2_keep ? "smxx_dequant_fp16_pairs_keep" : "smxx_dequant_fp16_pairs");
+const Build& dequant_fp16_for(const Build& gemm) {
+  return build_by_id(gemm.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16");
 }
 
 int ws_tile_col(int t, int tiles_m, int tiles_n, int raster) {
@@ -602,7 +598,7 @@ std::string render(const Build& b) {
       os << "#include \"quantize/smxx_dequant_fp16.cuh\"\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
          << "(const svdq_k::DequantParams p) {\n  svdq_k::smxx_dequant_fp16_words<" << b.words_per_thread
-         << (b.pairs ? ", true" : "") << (b.l2_keep ? ", true" : "") << ">(p);\n}\n";
+         << (b.pairs ? ", true" : "") << ">(p);\n}\n";
       break;
     case Program::Sm90SwapA16: {
       const char* b_regs = b.tile_bufs == 0 ? "true" : "false";

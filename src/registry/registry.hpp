@@ -80,7 +80,6 @@ struct Build {
   // Sm90Ws (epi_tma, bn 256): the transposed product (the op's B on the kernel's packed A side, the op's A copied to
   // FP16 as its B side, the output staged transposed), for N > M: the copy launch writes M x K instead of N x K.
   bool trans = false;
-  bool l2_keep = false;  // DequantFp16 (pairs): the copy's stores carry an L2 evict_last policy (SVDQ_COPY_L2_KEEP)
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block
@@ -114,8 +113,7 @@ ClusterShape cluster_shape(const Build& b);
 // of 2 a multiple-of-8 half (each half starts 1024-byte aligned); mirrors Sm90SwapA16Config::kAHalf.
 int a16_rows_per_cta(const Build& b);
 // The smxx_dequant_fp16 build writing the FP16 copies a GEMM build reads (the PAIRS order for its pairs builds).
-// The FP16 copy launch a GEMM build reads (l2_keep: its evict_last form, for the PAIRS builds).
-const Build& dequant_fp16_for(const Build& gemm, bool l2_keep = false);
+const Build& dequant_fp16_for(const Build& gemm);
 // Bytes of such an FP16 copy of `rows` x K.
 int64_t fp16_copy_bytes(int64_t rows, int64_t k);
 // The persistent sm90_svdq_ws builds' tile order (kernels/sm90/sm90_svdq_ws.cuh, set_tile): the column tile of tile

@@ -163,7 +163,7 @@ int raster_group(const jit::DeviceTarget& dev, const MmShape& s, const registry:
 const registry::Build& select_quantize(const jit::DeviceTarget&) { return registry::build_by_id("smxx_quantize"); }
 const registry::Build& select_lora_down(const jit::DeviceTarget&) { return registry::build_by_id("smxx_lora_down"); }
 const registry::Build& select_dequant_fp16(const jit::DeviceTarget&, const registry::Build& gemm) {
-  return registry::dequant_fp16_for(gemm, env::get_bool("SVDQ_COPY_L2_KEEP", false));
+  return registry::dequant_fp16_for(gemm);
 }
 
 }  // namespace svdq::router

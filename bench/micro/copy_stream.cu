@@ -1,11 +1,13 @@
-// Does the FP16 copy launch (kernels/quantize/smxx_dequant_fp16.cuh, the PAIRS form of the registry's build, 2 words
-// per thread) run faster when its stores ask L2 to keep their lines (L2_KEEP: an evict_last policy), and does the
-// copy stay in L2 for the reader after it? Per variant and shape, 11 trials after a clean-L2 flush (a 256 MiB memset,
-// then a read sweep over it, so L2 holds clean lines only, as after ncu's --cache-control all):
-//   copy:  globaltimer span from the first CTA's start to the last CTA's end (no launch overhead), and event time;
-//   read:  event time of a kernel reading the whole FP16 copy right after (L2 hits if the copy stayed there);
-//   write-only / read-only kernels over the same bytes, for the ceilings.
-// Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/copy_l2.cu -o copy_l2
+// The FP16 copy launch (kernels/quantize/smxx_dequant_fp16.cuh, PAIRS order) in its one-chunk-per-block form at W =
+// 2 (the registry's build), 4, 8 words per thread, against the STREAM form (a smaller grid walking the chunks, each
+// thread loading its next chunk before storing the current one) at several grids, and against a write-only and a
+// read-only kernel over the same bytes. Per variant and shape, 11 trials after a clean-L2 flush (a 256 MiB memset,
+// then a read sweep over it, so L2 holds clean lines only, as after ncu's --cache-control all): the globaltimer
+// span from the first CTA's start to the last CTA's end (no launch overhead; median), and the CUDA-event time.
+// Every copy's bytes are checked against the W = 2 form's.
+// (Measured 2026-12-03: stores with an L2 evict_last policy made no difference; ncu showed the copy's writes
+// staying in L2 anyway, DRAM writes ~0, L2 at 64% and DRAM at 13% of peak: latency, not bandwidth.)
+// Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/copy_stream.cu -o t
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -31,28 +33,26 @@ __device__ void span_end() {
   if (threadIdx.x == 0) atomicMax(&g_t1, now_ns());
 }
 
-template <bool KEEP>
-__global__ void __launch_bounds__(256) copy_k(const DequantParams p) {
+template <int W>
+__global__ void __launch_bounds__(256) copy_words(const DequantParams p) {
   span_begin();
-  smxx_dequant_fp16_words<2, true, KEEP>(p);
+  smxx_dequant_fp16_words<W, true>(p);
+  span_end();
+}
+template <int W>
+__global__ void __launch_bounds__(256) copy_stream(const DequantParams p) {
+  span_begin();
+  smxx_dequant_fp16_stream<W, true>(p);
   span_end();
 }
 
 // 16 bytes per thread, 2 per thread blockDim apart (the copy's output pattern), no reads.
-template <bool KEEP>
 __global__ void __launch_bounds__(256) write_k(uint4* out, long long n16) {
   span_begin();
   const long long i0 = (long long)blockIdx.x * 512 + threadIdx.x;
-  u64 pol;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
   for (int j = 0; j < 2; ++j) {
     const long long i = i0 + j * 256;
-    if (i >= n16) continue;
-    if (KEEP)
-      asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %1, %1, %1}, %2;\n" ::"l"(out + i), "r"((unsigned)i),
-                   "l"(pol) : "memory");
-    else
-      out[i] = make_uint4((unsigned)i, (unsigned)i, (unsigned)i, (unsigned)i);
+    if (i < n16) out[i] = make_uint4((unsigned)i, (unsigned)i, (unsigned)i, (unsigned)i);
   }
   span_end();
 }
@@ -128,38 +128,46 @@ static void run(long long rows, long long K) {
   const long long n16 = rows * K / 8;  // 16-byte output words = packed 4-byte words
   const unsigned grid = (unsigned)((n16 + 511) / 512);
   const double bytes = rows * K * 0.5 + sf_rows * sf_cols + rows * K * 2.0;
+  const unsigned sms = 132;
+  struct Variant { const char* name; int kind, w; unsigned grid; };
+  const Variant vs[] = {
+      {"words W=2 (registry)", 0, 2, (unsigned)((n16 + 511) / 512)}, {"words W=4", 0, 4, (unsigned)((n16 + 1023) / 1024)},
+      {"words W=8", 0, 8, (unsigned)((n16 + 2047) / 2048)},          {"stream W=1, 8/SM", 1, 1, 8 * sms},
+      {"stream W=2, 8/SM", 1, 2, 8 * sms},                           {"stream W=2, 4/SM", 1, 2, 4 * sms},
+      {"stream W=4, 4/SM", 1, 4, 4 * sms},                           {"stream W=4, 8/SM", 1, 4, 8 * sms},
+      {"write only", 2, 2, (unsigned)((n16 + 511) / 512)},           {"read only (codes)", 3, 0, 8 * sms}};
   std::vector<unsigned> ref;
-  for (int variant = 0; variant < 5; ++variant) {
-    static const char* names[] = {"copy (plain stores)", "copy (L2 evict_last stores)", "write only (plain)",
-                                  "write only (L2 evict_last)", "read only (packed codes)"};
-    std::vector<double> span, ev, rd_ev, rd_span;
+  for (const Variant& v : vs) {
+    std::vector<double> span, ev;
     for (int trial = 0; trial < 11; ++trial) {
       clean_flush();
+      if (v.kind <= 1) check(cudaMemset(out, 0, rows * K * 2), "clear");
+      if (v.kind <= 1) clean_flush();
       Times t{};
-      switch (variant) {
-        case 0: t = timed([&] { copy_k<false><<<grid, 256>>>(p); }); break;
-        case 1: t = timed([&] { copy_k<true><<<grid, 256>>>(p); }); break;
-        case 2: t = timed([&] { write_k<false><<<grid, 256>>>(static_cast<uint4*>(out), n16); }); break;
-        case 3: t = timed([&] { write_k<true><<<grid, 256>>>(static_cast<uint4*>(out), n16); }); break;
-        default: t = timed([&] { read_k<<<132 * 8, 256>>>(static_cast<const uint4*>(a), rows * K / 32); }); break;
+      const unsigned g = v.grid;
+      switch (v.kind * 10 + v.w) {
+        case 2: t = timed([&] { copy_words<2><<<g, 256>>>(p); }); break;
+        case 4: t = timed([&] { copy_words<4><<<g, 256>>>(p); }); break;
+        case 8: t = timed([&] { copy_words<8><<<g, 256>>>(p); }); break;
+        case 11: t = timed([&] { copy_stream<1><<<g, 256>>>(p); }); break;
+        case 12: t = timed([&] { copy_stream<2><<<g, 256>>>(p); }); break;
+        case 14: t = timed([&] { copy_stream<4><<<g, 256>>>(p); }); break;
+        case 22: t = timed([&] { write_k<<<g, 256>>>(static_cast<uint4*>(out), n16); }); break;
+        default: t = timed([&] { read_k<<<g, 256>>>(static_cast<const uint4*>(a), rows * K / 32); }); break;
       }
-      const Times r = timed([&] { read_k<<<132 * 8, 256>>>(static_cast<const uint4*>(out), n16); });
       span.push_back(t.span_us);
       ev.push_back(t.event_us);
-      rd_span.push_back(r.span_us);
-      rd_ev.push_back(r.event_us);
     }
-    if (variant <= 1) {  // both copies write the same bytes
+    const char* verdict = "";
+    if (v.kind <= 1) {
       std::vector<unsigned> got(rows * K / 2);
       check(cudaMemcpy(got.data(), out, got.size() * 4, cudaMemcpyDeviceToHost), "out");
-      if (variant == 0) ref = got;
-      else if (got != ref) std::printf("  MISMATCH: the evict_last copy wrote other bytes\n");
+      if (ref.empty()) ref = got;
+      verdict = got == ref ? "  bytes = W=2's" : "  BYTES DIFFER from W=2's";
     }
-    const double b = variant <= 1 ? bytes : variant <= 3 ? rows * K * 2.0 : rows * K * 0.5;
-    std::printf("%lld x %lld  %-28s span %6.2f us (%.2f TB/s)  event %6.2f us | read of the copy after: span %6.2f "
-                "us, event %6.2f us\n",
-                rows, K, names[variant], median(span), b / median(span) * 1e-6, median(ev), median(rd_span),
-                median(rd_ev));
+    const double b = v.kind <= 1 ? bytes : v.kind == 2 ? rows * K * 2.0 : rows * K * 0.5;
+    std::printf("%lld x %lld  %-22s grid %5u  span %6.2f us (%.2f TB/s)  event %6.2f us%s\n", rows, K, v.name, v.grid,
+                median(span), b / median(span) * 1e-6, median(ev), verdict);
   }
   cudaFree(a);
   cudaFree(sf);
