@@ -17,12 +17,18 @@
 
 namespace svdq_k {
 
-// The W words of thread idx0's share (W words blockDim.x apart from word idx0) and their scales, into q / sc.
-template <int W>
-SVDQ_DEV void dequant_fp16_load(const DequantParams& p, i64 idx0, u32* q, u32* sc) {
+template <int W, bool PAIRS = false>
+SVDQ_DEV void smxx_dequant_fp16_words(const DequantParams& p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The GEMM after this launch (programmatic dependent launch) may start now: it waits (griddepcontrol.wait) for
+  // this grid's completion before its first load of this copy, and prepares everything else meanwhile.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const i64 words = p.k / 8, total = p.m * words;
+  const i64 idx0 = (i64)blockIdx.x * blockDim.x * W + threadIdx.x;
   const i64 sf_cols = (p.k / 16 + 3) / 4 * 4;
   const bool narrow = total <= 0xFFFFFFFFll && p.m * sf_cols <= 0xFFFFFFFFll;
+  u32 q[W] = {}, sc[W] = {};
 #pragma unroll
   for (int j = 0; j < W; ++j) {
     const i64 idx = idx0 + (i64)j * blockDim.x;
@@ -40,12 +46,6 @@ SVDQ_DEV void dequant_fp16_load(const DequantParams& p, i64 idx0, u32* q, u32* s
     }
     sc[j] = p.a_sf[sf_off];
   }
-}
-
-// Converts and stores the words dequant_fp16_load read for idx0.
-template <int W, bool PAIRS>
-SVDQ_DEV void dequant_fp16_store(const DequantParams& p, i64 idx0, const u32* q, const u32* sc) {
-  const i64 total = p.m * (p.k / 8);
 #pragma unroll
   for (int j = 0; j < W; ++j) {
     const i64 idx = idx0 + (i64)j * blockDim.x;
@@ -71,47 +71,6 @@ SVDQ_DEV void dequant_fp16_store(const DequantParams& p, i64 idx0, const u32* q,
     v.z = o[2];
     v.w = o[3];
     reinterpret_cast<uint4*>(p.out)[idx] = v;
-  }
-}
-
-SVDQ_DEV void dequant_fp16_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The GEMM after this launch (programmatic dependent launch) may start now: it waits (griddepcontrol.wait) for
-  // this grid's completion before its first load of this copy, and prepares everything else meanwhile.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
-// One block per W blockDim.x words.
-template <int W, bool PAIRS = false>
-SVDQ_DEV void smxx_dequant_fp16_words(const DequantParams& p) {
-  dequant_fp16_launch_dependents();
-  const i64 idx0 = (i64)blockIdx.x * blockDim.x * W + threadIdx.x;
-  u32 q[W] = {}, sc[W] = {};
-  dequant_fp16_load<W>(p, idx0, q, sc);
-  dequant_fp16_store<W, PAIRS>(p, idx0, q, sc);
-}
-
-// STREAM: a grid of fewer blocks walking the chunks of W blockDim.x words with a stride of the grid, each thread
-// loading its next chunk's words before it converts and stores the current one (the one-chunk-per-block form above
-// waits for its loads and only then stores, the stores of one wave of blocks overlapping little with the next
-// wave's loads).
-template <int W, bool PAIRS = false>
-SVDQ_DEV void smxx_dequant_fp16_stream(const DequantParams& p) {
-  dequant_fp16_launch_dependents();
-  const i64 chunk = (i64)blockDim.x * W, chunks = (p.m * (p.k / 8) + chunk - 1) / chunk;
-  u32 q[W] = {}, sc[W] = {}, qn[W] = {}, scn[W] = {};
-  i64 c = blockIdx.x;
-  if (c < chunks) dequant_fp16_load<W>(p, c * chunk + threadIdx.x, q, sc);
-  for (; c < chunks; c += gridDim.x) {
-    const i64 next = c + gridDim.x;
-    if (next < chunks) dequant_fp16_load<W>(p, next * chunk + threadIdx.x, qn, scn);
-    dequant_fp16_store<W, PAIRS>(p, c * chunk + threadIdx.x, q, sc);
-#pragma unroll
-    for (int j = 0; j < W; ++j) {
-      q[j] = qn[j];
-      sc[j] = scn[j];
-    }
   }
 }
 

@@ -1,13 +1,14 @@
-// The FP16 copy launch (kernels/quantize/smxx_dequant_fp16.cuh, PAIRS order) in its one-chunk-per-block form at W =
-// 2 (the registry's build), 4, 8 words per thread, against the STREAM form (a smaller grid walking the chunks, each
-// thread loading its next chunk before storing the current one) at several grids, and against a write-only and a
-// read-only kernel over the same bytes. Per variant and shape, 11 trials after a clean-L2 flush (a 256 MiB memset,
+// The FP16 copy launch (kernels/quantize/smxx_dequant_fp16.cuh, PAIRS order) at W = 2, 4, 8 words per thread (the
+// registry's PAIRS build takes 8 since this micro; 2 before), against a write-only and a read-only kernel over the
+// same bytes. Per variant and shape, 11 trials after a clean-L2 flush (a 256 MiB memset,
 // then a read sweep over it, so L2 holds clean lines only, as after ncu's --cache-control all): the globaltimer
 // span from the first CTA's start to the last CTA's end (no launch overhead; median), and the CUDA-event time.
 // Every copy's bytes are checked against the W = 2 form's.
-// (Measured 2026-12-03: stores with an L2 evict_last policy made no difference; ncu showed the copy's writes
-// staying in L2 anyway, DRAM writes ~0, L2 at 64% and DRAM at 13% of peak: latency, not bandwidth.)
-// Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/copy_stream.cu -o t
+// (Measured 2026-12-03, bench/results/2026-12-03_h200_micro_copy_stream.txt: stores with an L2 evict_last policy
+// made no difference (commit f66b309; ncu showed the copy's writes staying in L2 anyway, DRAM writes ~0, L2 at 64%
+// and DRAM at 13% of peak: latency, not bandwidth), nor did a grid-stride form loading each thread's next chunk
+// before storing the current one (commit 4d5e1e4, removed after).)
+// Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/copy_words.cu -o t
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -39,13 +40,6 @@ __global__ void __launch_bounds__(256) copy_words(const DequantParams p) {
   smxx_dequant_fp16_words<W, true>(p);
   span_end();
 }
-template <int W>
-__global__ void __launch_bounds__(256) copy_stream(const DequantParams p) {
-  span_begin();
-  smxx_dequant_fp16_stream<W, true>(p);
-  span_end();
-}
-
 // 16 bytes per thread, 2 per thread blockDim apart (the copy's output pattern), no reads.
 __global__ void __launch_bounds__(256) write_k(uint4* out, long long n16) {
   span_begin();
@@ -131,10 +125,8 @@ static void run(long long rows, long long K) {
   const unsigned sms = 132;
   struct Variant { const char* name; int kind, w; unsigned grid; };
   const Variant vs[] = {
-      {"words W=2 (registry)", 0, 2, (unsigned)((n16 + 511) / 512)}, {"words W=4", 0, 4, (unsigned)((n16 + 1023) / 1024)},
-      {"words W=8", 0, 8, (unsigned)((n16 + 2047) / 2048)},          {"stream W=1, 8/SM", 1, 1, 8 * sms},
-      {"stream W=2, 8/SM", 1, 2, 8 * sms},                           {"stream W=2, 4/SM", 1, 2, 4 * sms},
-      {"stream W=4, 4/SM", 1, 4, 4 * sms},                           {"stream W=4, 8/SM", 1, 4, 8 * sms},
+      {"words W=2", 0, 2, (unsigned)((n16 + 511) / 512)}, {"words W=4", 0, 4, (unsigned)((n16 + 1023) / 1024)},
+      {"words W=8", 0, 8, (unsigned)((n16 + 2047) / 2048)},
       {"write only", 2, 2, (unsigned)((n16 + 511) / 512)},           {"read only (codes)", 3, 0, 8 * sms}};
   std::vector<unsigned> ref;
   for (const Variant& v : vs) {
@@ -149,9 +141,6 @@ static void run(long long rows, long long K) {
         case 2: t = timed([&] { copy_words<2><<<g, 256>>>(p); }); break;
         case 4: t = timed([&] { copy_words<4><<<g, 256>>>(p); }); break;
         case 8: t = timed([&] { copy_words<8><<<g, 256>>>(p); }); break;
-        case 11: t = timed([&] { copy_stream<1><<<g, 256>>>(p); }); break;
-        case 12: t = timed([&] { copy_stream<2><<<g, 256>>>(p); }); break;
-        case 14: t = timed([&] { copy_stream<4><<<g, 256>>>(p); }); break;
         case 22: t = timed([&] { write_k<<<g, 256>>>(static_cast<uint4*>(out), n16); }); break;
         default: t = timed([&] { read_k<<<g, 256>>>(static_cast<const uint4*>(a), rows * K / 32); }); break;
       }
