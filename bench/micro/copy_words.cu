@@ -120,7 +120,6 @@ static void run(long long rows, long long K) {
   p.m = rows;
   p.k = K;
   const long long n16 = rows * K / 8;  // 16-byte output words = packed 4-byte words
-  const unsigned grid = (unsigned)((n16 + 511) / 512);
   const double bytes = rows * K * 0.5 + sf_rows * sf_cols + rows * K * 2.0;
   const unsigned sms = 132;
   struct Variant { const char* name; int kind, w; unsigned grid; };
