@@ -1,8 +1,9 @@
-// The FP16 copy launch (kernels/quantize/smxx_dequant_fp16.cuh, PAIRS order) at W = 2, 4, 8 words per thread (the
-// registry's PAIRS build takes 8 since this micro; 2 before), against a write-only and a read-only kernel over the
-// same bytes. Per variant and shape, 11 trials after a clean-L2 flush (a 256 MiB memset,
-// then a read sweep over it, so L2 holds clean lines only, as after ncu's --cache-control all): the globaltimer
-// span from the first CTA's start to the last CTA's end (no launch overhead; median), and the CUDA-event time.
+// The FP16 copy launch (kernels/quantize/smxx_dequant_fp16.cuh, PAIRS order) at W = 2 (the registry's build), 4, 8
+// words per thread, against a write-only and a read-only kernel over the same bytes. (W = 8's ~5% shorter span
+// did not show in the op's time: bench/results/2026-12-03_h200_copy_words.md.) Per variant and shape, 11 trials
+// after a clean-L2 flush (a 256 MiB memset, then a read sweep over it, so L2 holds clean lines only, as after ncu's
+// --cache-control all): the globaltimer span from the first CTA's start to the last CTA's end (no launch overhead;
+// median), and the CUDA-event time.
 // Every copy's bytes are checked against the W = 2 form's.
 // (Measured 2026-12-03, bench/results/2026-12-03_h200_micro_copy_stream.txt: stores with an L2 evict_last policy
 // made no difference (commit f66b309; ncu showed the copy's writes staying in L2 anyway, DRAM writes ~0, L2 at 64%

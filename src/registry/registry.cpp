@@ -236,9 +236,6 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws_bn128_s8_b3_d2", 128, 8, 3, 2),
       dequant_fp16("smxx_dequant_fp16", 256, 2),
       dequant_fp16("smxx_dequant_fp16_pairs", 256, 2, true),
-      // 8 words per thread: all of a thread's loads in flight at once, ~5% faster than 2 on the H200 into a clean L2
-      // (bench/micro/copy_words.cu); the PAIRS builds' copy.
-      dequant_fp16("smxx_dequant_fp16_pairs_w8", 256, 8, true),
       sm90_swap_a16("sm90_a16_bm24_s12_rs", 24, 12, true),
       sm90_swap_a16("sm90_a16_bm72_s8_rs", 72, 8, true),
       sm90_swap_a16("sm90_a16_bm136_s6_rs", 136, 6, true),
@@ -288,7 +285,7 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_split", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false, true),
       // The lean FP16-B forms with their consumers' fragments in the PAIRS order (half of one code word per quad
       // lane and K group: 3 instructions per fragment register instead of 4 before its multiply, 8 code-word loads
-      // per K tile instead of 16), B's copy by smxx_dequant_fp16_pairs_w8. Same bits (the wgmma's 16 products per k16
+      // per K tile instead of 16), B's copy by smxx_dequant_fp16_pairs. Same bits (the wgmma's 16 products per k16
       // step are summed the same whatever their positions: bench/micro/k16_order.cu). GEMM launches 3.6-4.6% faster
       // than lean_pers on zero operands, the op 0.1-2.1% on random ones, where the clock is power-bound
       // (bench/results/2026-12-02_h200_pairs.md).
@@ -505,7 +502,7 @@ bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16 || 
 bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp16_b; }
 
 const Build& dequant_fp16_for(const Build& gemm) {
-  return build_by_id(gemm.pairs ? "smxx_dequant_fp16_pairs_w8" : "smxx_dequant_fp16");
+  return build_by_id(gemm.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16");
 }
 
 int ws_tile_col(int t, int tiles_m, int tiles_n, int raster) {

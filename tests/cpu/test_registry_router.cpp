@@ -343,18 +343,15 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
   EXPECT_NE(reg::render(dq).find("smxx_dequant_fp16_words<2>(p)"), std::string::npos);
   // The pairs builds read their copy in the PAIRS K order: the copy build with that flag; every other FP16 build
   // the plain one.
-  // (8 words per thread since bench/micro/copy_words.cu; the 2-word build stays registered under its ID.)
-  const reg::Build& dqp = reg::build_by_id("smxx_dequant_fp16_pairs_w8");
+  const reg::Build& dqp = reg::build_by_id("smxx_dequant_fp16_pairs");
   EXPECT_TRUE(dqp.pairs && !dq.pairs);
-  EXPECT_EQ(dqp.words_per_thread, 8);
+  EXPECT_EQ(dqp.words_per_thread, 2);
   EXPECT_EQ(dqp.threads, dq.threads);
-  EXPECT_NE(reg::render(dqp).find("smxx_dequant_fp16_words<8, true>(p)"), std::string::npos);
-  EXPECT_NE(reg::render(reg::build_by_id("smxx_dequant_fp16_pairs")).find("smxx_dequant_fp16_words<2, true>(p)"),
-            std::string::npos);
+  EXPECT_NE(reg::render(dqp).find("smxx_dequant_fp16_words<2, true>(p)"), std::string::npos);
   int pairs_builds = 0;
   for (const auto& b : reg::all_builds()) {
     if (!reg::needs_fp16_a(b) && !reg::needs_fp16_b(b)) continue;
-    EXPECT_EQ(reg::dequant_fp16_for(b).id, b.pairs ? "smxx_dequant_fp16_pairs_w8" : "smxx_dequant_fp16") << b.id;
+    EXPECT_EQ(reg::dequant_fp16_for(b).id, b.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16") << b.id;
     pairs_builds += b.pairs ? 1 : 0;
   }
   EXPECT_EQ(pairs_builds, 11);
@@ -474,7 +471,7 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(targs(epi_fuse), "256, 6, 4, 1, true, 1, 0, false, true, false, true, true, false, true, 1, true");
   EXPECT_EQ(epi_fuse.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 4 * 8);
   EXPECT_LE(epi_fuse.smem_bytes, reg::max_smem_optin_for_cc(90));
-  EXPECT_EQ(&reg::dequant_fp16_for(epi_fuse), &reg::build_by_id("smxx_dequant_fp16_pairs_w8"));
+  EXPECT_EQ(&reg::dequant_fp16_for(epi_fuse), &reg::build_by_id("smxx_dequant_fp16_pairs"));
   // Its stream-K form: the 17th argument, one barrier more (sk_stored).
   const reg::Build& epi_sk = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
   EXPECT_EQ(targs(epi_sk), "256, 6, 4, 1, true, 1, 0, false, true, false, true, false, false, true, 1, true, true");
@@ -490,7 +487,7 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
     EXPECT_TRUE(t.trans && !base.trans && reg::needs_fp16_b(t) && !reg::needs_fp16_a(t)) << t.id;
     EXPECT_EQ(t.smem_bytes, base.smem_bytes) << t.id;
     EXPECT_EQ(t.threads, base.threads) << t.id;
-    EXPECT_EQ(&reg::dequant_fp16_for(t), &reg::build_by_id("smxx_dequant_fp16_pairs_w8")) << t.id;
+    EXPECT_EQ(&reg::dequant_fp16_for(t), &reg::build_by_id("smxx_dequant_fp16_pairs")) << t.id;
     EXPECT_NE(t.description().find("transposed"), std::string::npos) << t.id;
   }
   for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.trans || (b.epi_tma && b.bn == 256 && !b.fuse_b)) << b.id;
