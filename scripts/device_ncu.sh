@@ -6,6 +6,8 @@
 #   SKIP / COUNT: svdq launches to skip / profile (default 0 / 4: the warm-up op and one timed op, copy + GEMM each).
 #   SOURCE=1: a third pass, per-instruction stall samples (SourceCounters) as CSV, <TAG>_src.csv.
 #   The sections run first; METRICS (raw metric names) in a second pass, so a name this ncu lacks fails that pass only.
+#   KERNELS: the ncu --kernel-name filter (default regex:^svdq_, svdq's kernels only; e.g. regex:. to profile the
+#   cuBLAS baselines of the same bench run beside them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-.carry/bin}
@@ -15,7 +17,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:
 : "${SHAPE:?SHAPE=MxNxK[:rR][:bB] is required}"
 TAG=${TAG:-ncu}
 run=("$B/svdq" bench --shapes "$SHAPE" --timer events --sessions 1 --repeats 2 --warmup 1 --csv /tmp/ncu_bench.csv)
-common=(--clock-control none --cache-control all --kernel-name "regex:^svdq_" --launch-skip "${SKIP:-0}"
+common=(--clock-control none --cache-control all --kernel-name "${KERNELS:-regex:^svdq_}" --launch-skip "${SKIP:-0}"
         --launch-count "${COUNT:-4}")
 status=0
 ncu "${common[@]}" --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
@@ -30,6 +32,6 @@ fi
 if [ -n "${METRICS:-}" ]; then
   ncu "${common[@]}" --metrics "$METRICS" "${run[@]}" > "$OUT/${TAG}_metrics.txt" 2>&1 || status=1
 fi
-grep -E "svdq_|Duration|Throughput|Bank|Active|Busy|Registers|Shared Memory Configuration|  [a-z_]+__" \
+grep -E "^  [A-Za-z_][A-Za-z0-9_]*.*\\(|svdq_|Duration|Throughput|Bank|Active|Busy|Registers|Shared Memory Configuration|  [a-z_]+__" \
   "$OUT/$TAG.txt" ${METRICS:+"$OUT/${TAG}_metrics.txt"} | head -${LINES_SHOWN:-150}
 exit $status
