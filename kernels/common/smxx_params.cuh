@@ -45,6 +45,9 @@ struct Sm90WsParams {
   // The first unit row (64 B rows each) this grid converts: the copy launch before it (programmatic dependent
   // launch) writes rows 0 .. 64 fuse_u0 - 1, the column tiles of the first wave of tiles.
   int fuse_u0;
+  // sm90_svdq_ws IDLE: the last fuse_cvt CTAs of the grid convert those units (all their warps) before taking their
+  // first tile, in the second round; 0: none (the whole copy then comes from the launch before).
+  int fuse_cvt;
   // sm90_svdq_ws SK: CTA b + 1's partial FP32 sums of the tile CTA b cuts (slot b + 1: 256 threads x BN / 2 floats,
   // float4 j of thread t at j * 256 + t) and a flag per slot set to `epoch` (release) once they are stored;
   // [gridDim.x + 1] slots and flags.

@@ -68,6 +68,11 @@
 //       columns (the router gives these builds column-major raster groups, so that wave covers few columns):
 //       measured no faster either (the launch's time falls ~0.47 us per column tile it leaves out, the GEMM's rises
 //       ~0.6 us per column tile warp 3 converts; bench/results/2026-12-03_h200_fuse_hybrid_raster.md).
+//   IDLE (FUSE_B, EPI_TMA): the units past the copy launch's columns are converted by whole CTAs in the slots the
+//       last round of tiles leaves empty, moved to the first round: with T tiles on G CTAs and T % G > 0, the last
+//       P.fuse_cvt = G - T % G CTAs convert (all 12 warps, before their roles) while the others run the first round
+//       of G - fuse_cvt tiles, then every CTA takes one tile per round; the rounds stay ceil(T / G). Warp 3 only
+//       stores tiles; warp 2 hands out the B tiles as in FUSE_B (converting a unit nobody has claimed itself).
 //   SPLIT_B (the single-CTA FP16-B form whose consumers dequantize A): warp 2's lane 0 loads the B ring (FP16 B tiles
 //       and l1) and waits for the copy launch; the producer issues only the packed slots (op inputs, no wait), since
 //       one thread's TMA copies complete one after another (bench/results/2026-12-01_h200_tma_ingest.md). Measured
@@ -118,7 +123,7 @@ namespace svdq_k {
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
           bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false,
-          bool TRANS = false>
+          bool TRANS = false, bool IDLE = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
   // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
@@ -221,6 +226,8 @@ struct Sm90WsConfig {
   // TRANS: the kernel computes the transposed product (its A side is the op's B, its B side the op's A) and stages
   // each tile transposed, as two 256 x 64 boxes of the output.
   static_assert(!TRANS || (EPI_TMA && BN == 256 && !FUSE_B), "sm90 ws: TRANS in the EPI_TMA form, BN = 256");
+  // IDLE: the FUSE_B form whose converting is done by whole CTAs in the first round's idle slots (see the header).
+  static_assert(!IDLE || (FUSE_B && EPI_TMA), "sm90 ws: IDLE is a FUSE_B form with the TMA-store epilogue");
 };
 
 // STEPS k16 steps of BF16 SS wgmma (the rank tile's d and l1 parts 0..STEPS-1) as one group, waited for.
@@ -277,10 +284,10 @@ SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
 template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
           bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
           bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false,
-          bool TRANS = false>
+          bool TRANS = false, bool IDLE = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B,
-                         PAIRS, DBUFS, EPI_TMA, SK, TRANS>;
+                         PAIRS, DBUFS, EPI_TMA, SK, TRANS, IDLE>;
   constexpr int kAcc = BN / 2;
   constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
@@ -312,8 +319,16 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // (its loads run on into the next tile while the consumers store one); otherwise the grid is the tiles.
   const int tiles_n = PERSIST ? (int)((P.mm.n + BN - 1) / BN) : (int)gridDim.x;
   const int tiles_m = PERSIST ? (int)((P.mm.m + 127) / 128) : (int)gridDim.y;
-  const int tile0 = PERSIST ? (int)blockIdx.x : (int)(blockIdx.y * gridDim.x + blockIdx.x);
   const int tile_end = tiles_n * tiles_m, tile_step = PERSIST ? (int)gridDim.x : tile_end;
+  // IDLE: the last P.fuse_cvt CTAs convert B first and take no tile in the first round, which has only the
+  // first_round tiles of the others; from the second round on every CTA takes one tile per round (tile
+  // t + tile_step - fuse_cvt after a first-round tile t). The host picks fuse_cvt = the slots the last round leaves
+  // empty, so the number of rounds is the same as without converters.
+  const int cvt = IDLE ? P.fuse_cvt : 0, first_round = tile_step - cvt;
+  const bool cvt_cta = IDLE && (int)blockIdx.x >= first_round;
+  const int tile0 = PERSIST ? (int)blockIdx.x + (cvt_cta ? first_round : 0)
+                            : (int)(blockIdx.y * gridDim.x + blockIdx.x);
+  auto next_tile = [&](int t) { return t + tile_step - (IDLE && t < first_round ? cvt : 0); };
   i64 n0 = 0, m0 = 0;  // this CTA's current tile
   auto set_tile = [&](int t) {
     int tn = PERSIST ? t % tiles_n : (int)blockIdx.x, tm = PERSIST ? t / tiles_n : (int)blockIdx.y;
@@ -548,7 +563,11 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // of the launch, and their A and B K tiles no longer met in L2: +6% at 16384 x 3072 x 12288), then its head, its
   // whole stream-K tiles, its tail. The tiles it finishes come in segment order either way.
   auto walk = [&](int j) { return sk_head == 0 || j > sk_dp ? j : j < sk_dp ? j + 1 : 0; };
-  const int my_tiles = SK ? num_segs - sk_head : tile0 < tile_end ? (tile_end - 1 - tile0) / tile_step + 1 : 0;
+  // (IDLE: a first-round tile, then tiles tile_step apart from next_tile(tile0) on)
+  const int tile1 = IDLE && tile0 < first_round ? next_tile(tile0) : tile0;
+  const int my_tiles = SK ? num_segs - sk_head
+                          : (IDLE && tile1 != tile0 ? 1 : 0) +
+                                (tile1 < tile_end ? (tile_end - 1 - tile1) / tile_step + 1 : 0);
   auto final_tile = [&](int k) {  // (SK) the tile of the CTA's k-th segment that finishes one, -1 past them
     if (k >= my_tiles) return -1;
     int t, kb, ke;
@@ -564,7 +583,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       }
       if (!__shfl_sync(0xFFFFFFFFu, ready, 31)) return;
       if (lane == 31) {
-        set_tile(SK ? final_tile(st_nt) : tile0 + st_nt * tile_step);
+        set_tile(SK ? final_tile(st_nt)
+                    : IDLE && tile1 != tile0 ? (st_nt == 0 ? tile0 : tile1 + (st_nt - 1) * tile_step)
+                                             : tile0 + st_nt * tile_step);
         if constexpr (TRANS) {  // output columns m0.. (this tile's rows), output rows n0..n0 + 255
 #pragma unroll
           for (int j = 0; j < 2; ++j)
@@ -581,53 +602,56 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       ++st_nt;
     }
   };
+  // The units of unit rows P.fuse_u0.. (the copy launch wrote the rows before) in the order the tiles after the
+  // first wave need them: column tile by column tile, in it K tile by K tile. A converting warp takes positions
+  // l0 + i G (FUSE_B: warp 3 of CTA b, l0 = b, G = the grid; IDLE: every warp of the converter CTAs, G = their
+  // warps), two at a time (l, l + G) in one software pipeline: lanes 0 and 1 exchange the next pair's claim words
+  // and every lane loads its codes (both in flight) before the fences that publish this pair. One warp converts a
+  // pair in ~3 us on the H200 (bench/results/2026-12-02_h200_fuse_b.md): fast enough for the columns after the
+  // first wave, not for all of B. `stores`: the warp also stores the staged tiles (EPI_TMA warp 3) between pairs.
+  auto convert_positions = [&](int l0, int G, bool stores) {
+    constexpr int kU = BN / 64;
+    const int fu0 = P.fuse_u0, per_col = kU * num_main;
+    const int num_pos = fu0 < units_n ? (units_n - fu0 + kU - 1) / kU * per_col : 0;
+    auto unit_at = [&](int l) {  // the unit at position l, -1 past the list or past N
+      if (l >= num_pos) return -1;
+      const int cg = l / per_col, rem = l - cg * per_col, kt = rem / kU, u = fu0 + cg * kU + (rem - kt * kU);
+      return u < units_n ? kt * units_n + u : -1;
+    };
+    uint4 q[2][4];
+    u32 sw[2][4];
+    u64 old = P.epoch;
+    int ja = -1, jb = -1;
+    auto start_pair = [&](int l) {
+      ja = unit_at(l);
+      jb = unit_at(l + G);
+      const int jl = (lane & 1) ? jb : ja;
+      old = P.epoch;
+      if (lane < 2 && jl >= 0) old = atomicExch(P.b16_claims + jl, P.epoch);
+      load_units(ja, jb, q, sw);
+    };
+    int l = l0;
+    if (l < num_pos) start_pair(l);
+    while (l < num_pos) {
+      const u32 mine = __ballot_sync(0xFFFFFFFFu, lane < 2 && old != P.epoch) & 3u;
+      const int pa = (mine & 1u) ? ja : -1, pb = (mine & 2u) ? jb : -1;
+      store_units(pa, pb, q, sw);
+      l += 2 * G;
+      if (l < num_pos) start_pair(l);
+      fence_proxy_async_global();
+      __syncwarp();
+      if (lane == 0) {
+        fence_acq_rel_gpu();
+        if (pa >= 0) st_relaxed_gpu_u64(P.b16_flags + pa, P.epoch);
+        if (pb >= 0) st_relaxed_gpu_u64(P.b16_flags + pb, P.epoch);
+      }
+      __syncwarp();
+      if (EPI_TMA && stores) store_staged(false);
+    }
+  };
   auto fused_b16_warp = [&](bool converter) {
     if (converter) {
-      // The units of unit rows P.fuse_u0.. (the copy launch wrote the rows before) in the order the tiles after the
-      // first wave need them: column tile by column tile, in it K tile by K tile. Warp 3 of CTA b converts
-      // positions b + i G, two at a time (l, l + G) in one software pipeline: lanes 0 and 1 exchange the next
-      // pair's claim words and every lane loads its codes (both in flight) before the fences that publish this
-      // pair. One warp converts a pair in ~3 us on the H200 (bench/results/2026-12-02_h200_fuse_b.md): fast enough
-      // for the columns after the first wave, not for all of B.
-      constexpr int kU = BN / 64;
-      const int fu0 = P.fuse_u0, per_col = kU * num_main;
-      const int num_pos = fu0 < units_n ? (units_n - fu0 + kU - 1) / kU * per_col : 0;
-      auto unit_at = [&](int l) {  // the unit at position l, -1 past the list or past N
-        if (l >= num_pos) return -1;
-        const int cg = l / per_col, rem = l - cg * per_col, kt = rem / kU, u = fu0 + cg * kU + (rem - kt * kU);
-        return u < units_n ? kt * units_n + u : -1;
-      };
-      const int G = (int)gridDim.x;
-      uint4 q[2][4];
-      u32 sw[2][4];
-      u64 old = P.epoch;
-      int ja = -1, jb = -1;
-      auto start_pair = [&](int l) {
-        ja = unit_at(l);
-        jb = unit_at(l + G);
-        const int jl = (lane & 1) ? jb : ja;
-        old = P.epoch;
-        if (lane < 2 && jl >= 0) old = atomicExch(P.b16_claims + jl, P.epoch);
-        load_units(ja, jb, q, sw);
-      };
-      int l = (int)blockIdx.x;
-      if (l < num_pos) start_pair(l);
-      while (l < num_pos) {
-        const u32 mine = __ballot_sync(0xFFFFFFFFu, lane < 2 && old != P.epoch) & 3u;
-        const int pa = (mine & 1u) ? ja : -1, pb = (mine & 2u) ? jb : -1;
-        store_units(pa, pb, q, sw);
-        l += 2 * G;
-        if (l < num_pos) start_pair(l);
-        fence_proxy_async_global();
-        __syncwarp();
-        if (lane == 0) {
-          fence_acq_rel_gpu();
-          if (pa >= 0) st_relaxed_gpu_u64(P.b16_flags + pa, P.epoch);
-          if (pb >= 0) st_relaxed_gpu_u64(P.b16_flags + pb, P.epoch);
-        }
-        __syncwarp();
-        if constexpr (EPI_TMA) store_staged(false);
-      }
+      convert_positions((int)blockIdx.x, (int)gridDim.x, true);
       if constexpr (EPI_TMA) store_staged(true);
       return;
     }
@@ -650,7 +674,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       pf_t = t;
       pf_k = k0;
     };
-    for (int t = tile0, q = 0; t < tile_end; t += tile_step) {
+    for (int t = tile0, q = 0; t < tile_end; t = next_tile(t)) {
       set_tile(t);
       const int u0 = (int)(n0 >> 6), nu = min(BN / 64, units_n - u0);
       // This tile's main K tiles [0, ready_end) are known published (all of them in the copy launch's columns, which
@@ -687,8 +711,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         if (pf_t < 0 && it < num_main) {  // the next window's reads, ahead of need
           if (ready_end < num_main) {
             if (it + 8 >= ready_end) prefetch(t, ready_end);
-          } else if (it + 8 >= num_main && t + tile_step < tile_end) {
-            prefetch(t + tile_step, 0);
+          } else if (it + 8 >= num_main && next_tile(t) < tile_end) {
+            prefetch(next_tile(t), 0);
           }
         }
         if (lane == 0) {
@@ -706,6 +730,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if constexpr (A16) tma_prefetch_desc(&P.tma_d);
   };
 
+  if constexpr (IDLE) {
+    // The converter CTAs: every warp converts its share of the units (before setmaxnreg, at the launch's register
+    // count), then takes its role for the CTA's tiles, the first of them in the second round.
+    constexpr int kWarps = C::kThreads / 32;
+    if (cvt_cta) convert_positions(((int)blockIdx.x - first_round) * kWarps + (tid >> 5), cvt * kWarps, false);
+  }
   if (tid < C::kC0) {
     setmaxnreg_dec<C::kDequantRegs>();
     if constexpr (A16) {  // both operands are copies the launches before this one write: wait, then load them
@@ -769,8 +799,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
             issue_b16(it, it);
           }
           if constexpr (PERSIST) {  // the following tiles: ring positions run on (num_main / total per tile)
-            for (int t = tile0 + tile_step, qp = num_main, qb = total; t < tile_end;
-                 t += tile_step, qp += num_main, qb += total) {
+            for (int t = next_tile(tile0), qp = num_main, qb = total; t < tile_end;
+                 t = next_tile(t), qp += num_main, qb += total) {
               set_tile(t);
               for (int it = 0; it < total; ++it) {
                 if (it < num_main) issue(qp + it, it);
@@ -835,7 +865,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           pdl_wait_prior_grid();
           // (SK: the tiles of the segments that finish one)
           for (int t = SK ? final_tile(0) : tile0, q = 0, nt = 0; SK ? t >= 0 : t < tile_end;
-               t = SK ? final_tile(nt + 1) : t + tile_step, ++nt) {
+               t = SK ? final_tile(nt + 1) : next_tile(t), ++nt) {
             set_tile(t);
             // EPI_TMA: the d buffers are boxes of the staging area; the previous tile's stores must have read it
             // (and so the consumers have read the previous tile's bias). Then this tile's bias, for its epilogue
@@ -858,10 +888,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         // stores (128 rows x 64 columns each; rows past M and columns past N clipped by the map), then the staging
         // area handed back when they have read it. The consumers go on with the next tile meanwhile.
         if (tid == 127) tma_prefetch_desc(&P.tma_out);
-        if (!FUSE_B && tid >= 96) store_staged(true);  // (FUSE_B: by the converting warp 3, between its units)
+        // (FUSE_B: by the converting warp 3, between its units; IDLE: warp 3 converts nothing)
+        if ((!FUSE_B || IDLE) && tid >= 96) store_staged(true);
       }
       if constexpr (FUSE_B) {
-        if (tid >= 64) fused_b16_warp(tid >= 96);  // warp 2: when B tiles may be loaded, warp 3: converting B
+        // warp 2: when B tiles may be loaded, warp 3: converting B (not IDLE)
+        if (tid >= 64 && (!IDLE || tid < 96)) fused_b16_warp(tid >= 96);
       }
       if constexpr (SK) {
         // Warp 2's lane 0 publishes the head's partial sums for CTA b + 1 once every consumer warp has stored its
@@ -1370,7 +1402,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       for (int t = tile0;;) {
         double_buffered_k_loop<BN>(num_main, acc, af, fb, build, issue, release_b);
         finish_tile();
-        t += tile_step;
+        t = next_tile(t);
         if (t >= tile_end) return;
         set_tile(t);
         gp += num_main;

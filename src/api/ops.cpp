@@ -238,10 +238,14 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     const int64_t units = checked::mul((km.k + 63) / 64, (km.n + 63) / 64, "FP16 copy units");
     // (SVDQ_FUSE_COLS, a debug knob: how many column tiles the copy launch writes instead; 0: the GEMM writes all)
     const auto forced_cols = env::get_int("SVDQ_FUSE_COLS", 0, 1 << 30);
+    // idle_cvt: the converter CTAs (none: the launch writes all of B) and the first round of the others' tiles.
+    const int cvt = build.idle_cvt ? registry::idle_converter_ctas(col_tiles * row_tiles, static_cast<int>(gx)) : 0;
     const int first_cols =
         forced_cols ? static_cast<int>(std::min<long long>(*forced_cols, col_tiles))
-                    : registry::first_wave_col_tiles(static_cast<int>(row_tiles), static_cast<int>(col_tiles), raster,
-                                                     static_cast<int>(gx));
+        : build.idle_cvt && cvt == 0
+            ? static_cast<int>(col_tiles)
+            : registry::first_wave_col_tiles(static_cast<int>(row_tiles), static_cast<int>(col_tiles), raster,
+                                             static_cast<int>(gx) - cvt);
     const int64_t rows1 = std::min<int64_t>(km.n, int64_t(first_cols) * build.bn);
     const registry::Build& dq = router::select_dequant_fp16(dev, build);
     const int64_t dq_blocks = checked::ceil_div(checked::mul(rows1, km.k / 8, "FP16 copy words"),
@@ -260,6 +264,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       wp.b16_claims = wp.b16_flags + units;
       wp.epoch = next_epoch();
       wp.fuse_u0 = static_cast<int>((rows1 + 63) / 64);  // (rows1: N, or a multiple of the tile's rows)
+      wp.fuse_cvt = cvt;
       svdq_k::DequantParams q{};
       q.a = static_cast<const svdq_k::u8*>(b);
       q.a_sf = static_cast<const svdq_k::u8*>(b_sf);

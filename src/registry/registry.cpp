@@ -86,7 +86,7 @@ Build sm90(const std::string& id, int stages) {
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
               int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false,
               bool lean = false, bool fuse_b = false, bool split_b = false, bool pairs = false, int d_bufs = 1,
-              bool epi_tma = false, bool stream_k = false, bool trans = false) {
+              bool epi_tma = false, bool stream_k = false, bool trans = false, bool idle_cvt = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -111,6 +111,7 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.epi_tma = epi_tma;
   b.stream_k = stream_k;
   b.trans = trans;
+  b.idle_cvt = idle_cvt;
   b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
   const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
   const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
@@ -331,6 +332,12 @@ std::vector<Build> make_builds() {
       // unrouted.
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               true, false, true, 1, true),
+      // The same with the conversion moved off the GEMM's CTAs (IDLE): the G - T % G CTAs a partial last round of T
+      // tiles would leave idle convert the units (all their warps) during the first round instead, and take their
+      // tiles from the second round on, so the rounds stay ceil(T / G); the copy launch writes only the column tiles
+      // of the first round's G - (G - T % G) tiles.
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
+              true, false, true, 1, true, false, false, true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
       // 2% at M = 1 (H200), unrouted.
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
@@ -393,7 +400,9 @@ std::string Build::description() const {
       else if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
       else os << "a producer warp + " << 4 * dq_wgs - 1 << " dequant warps + 2 RS-wgmma consumer warpgroups, ";
       if (lean) os << "lean dequantization (E4M3 scales by F2FP, one rotation per fragment pair), ";
-      if (fuse_b) os << "warp 3 converting B per 64 x 64 unit (column-major tile order), warp 2 loading a B tile once its units are published, ";
+      if (fuse_b) os << (idle_cvt ? "the CTAs a partial last round leaves idle converting B per 64 x 64 unit during the first round instead (column-major tile order), "
+                                  : "warp 3 converting B per 64 x 64 unit (column-major tile order), ")
+                     << "warp 2 loading a B tile once its units are published, ";
       if (split_b) os << "warp 2 loading the B tiles, ";
       if (pairs) os << "fragments in the pairs order (half a code word per quad lane and K group), ";
       if (d_bufs > 1) os << d_bufs << " d buffers for the rank steps, ";
@@ -517,6 +526,11 @@ int first_wave_col_tiles(int tiles_m, int tiles_n, int raster, int ctas) {
   return cols;
 }
 
+int idle_converter_ctas(int64_t tiles, int grid) {
+  if (grid <= 0 || tiles <= grid || tiles % grid == 0) return 0;
+  return grid - static_cast<int>(tiles % grid);
+}
+
 int64_t fp16_copy_bytes(int64_t rows, int64_t k) {
   return checked::mul(checked::mul(rows, k, "FP16 copy elements"), 2, "FP16 copy bytes");
 }
@@ -568,7 +582,7 @@ std::string render(const Build& b) {
       break;
     case Program::Sm90Ws: {
       // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B, PAIRS, DBUFS,
-      // EPI_TMA, SK, TRANS) up to the last one that
+      // EPI_TMA, SK, TRANS, IDLE) up to the last one that
       // differs from its default, so builds from before an argument existed render as before (same content hash).
       auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
       const std::pair<std::string, std::string> args[] = {
@@ -576,9 +590,9 @@ std::string render(const Build& b) {
           {flag(b.fp16_a), "false"}, {flag(b.persistent), "false"},  {flag(b.a_ss), "false"},
           {flag(b.lean), "false"},   {flag(b.fuse_b), "false"},  {flag(b.split_b), "false"},
           {flag(b.pairs), "false"},  {std::to_string(b.d_bufs), "1"}, {flag(b.epi_tma), "false"},
-          {flag(b.stream_k), "false"}, {flag(b.trans), "false"}};
+          {flag(b.stream_k), "false"}, {flag(b.trans), "false"}, {flag(b.idle_cvt), "false"}};
       int named = 0;
-      for (int i = 0; i < 14; ++i)
+      for (int i = 0; i < 15; ++i)
         if (args[i].first != args[i].second) named = i + 1;
       std::string ws_tail;
       for (int i = 0; i < named; ++i) ws_tail += ", " + args[i].first;

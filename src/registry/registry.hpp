@@ -80,6 +80,9 @@ struct Build {
   // Sm90Ws (epi_tma, bn 256): the transposed product (the op's B on the kernel's packed A side, the op's A copied to
   // FP16 as its B side, the output staged transposed), for N > M: the copy launch writes M x K instead of N x K.
   bool trans = false;
+  // Sm90Ws (fuse_b, epi_tma): the units the copy launch leaves are converted by the CTAs a partial last round would
+  // leave idle, during the first round (kernel IDLE), not by warp 3 of every CTA.
+  bool idle_cvt = false;
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block
@@ -122,6 +125,10 @@ int ws_tile_col(int t, int tiles_m, int tiles_n, int raster);
 // How many leading column tiles the first `ctas` tiles of that order read (FUSE_B: the copy launch writes those
 // columns, the GEMM the others).
 int first_wave_col_tiles(int tiles_m, int tiles_n, int raster, int ctas);
+// The idle_cvt builds' converter CTAs for `tiles` output tiles on a persistent grid of `grid` CTAs: the slots a
+// partial last round leaves empty (grid - tiles % grid), 0 with one round or whole rounds (the copy launch then
+// writes all of B).
+int idle_converter_ctas(int64_t tiles, int grid);
 
 std::string family(const Build& b);       // "sm80_svdq_gemm", "smxx_quantize", "smxx_lora_down"
 std::string render(const Build& b);       // the source unit (deterministic bytes)

@@ -354,7 +354,7 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
     EXPECT_EQ(reg::dequant_fp16_for(b).id, b.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16") << b.id;
     pairs_builds += b.pairs ? 1 : 0;
   }
-  EXPECT_EQ(pairs_builds, 11);
+  EXPECT_EQ(pairs_builds, 12);
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8_c2")), 40);  // 40 + 32 of 72, aligned
   EXPECT_EQ(reg::a16_rows_per_cta(reg::build_by_id("sm90_a16_bm72_s8_t4_dq8")), 72);
@@ -472,6 +472,27 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(epi_fuse.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 4 * 8);
   EXPECT_LE(epi_fuse.smem_bytes, reg::max_smem_optin_for_cc(90));
   EXPECT_EQ(&reg::dequant_fp16_for(epi_fuse), &reg::build_by_id("smxx_dequant_fp16_pairs"));
+  // Its idle-converter form: the 19th argument (SK and TRANS false before it), FUSE_B's shared memory.
+  const reg::Build& epi_idle = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
+  EXPECT_EQ(targs(epi_idle), targs(epi_fuse) + ", false, false, true");
+  EXPECT_TRUE(epi_idle.idle_cvt && epi_idle.fuse_b && !epi_fuse.idle_cvt);
+  EXPECT_EQ(epi_idle.smem_bytes, epi_fuse.smem_bytes);
+  EXPECT_EQ(&reg::dequant_fp16_for(epi_idle), &reg::build_by_id("smxx_dequant_fp16_pairs"));
+  EXPECT_NE(epi_idle.description().find("partial last round leaves idle"), std::string::npos);
+  for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.idle_cvt || (b.fuse_b && b.epi_tma)) << b.id;
+  // Its converter CTAs: the empty slots of a partial last round; none for one round or whole rounds.
+  EXPECT_EQ(reg::idle_converter_ctas(384, 132), 12);   // 4096 x 3072: 2.91 rounds
+  EXPECT_EQ(reg::idle_converter_ctas(648, 132), 12);   // 6912 x 3072: 4.91 rounds
+  EXPECT_EQ(reg::idle_converter_ctas(864, 132), 60);   // 9216 x 3072: 6.55 rounds
+  EXPECT_EQ(reg::idle_converter_ctas(1536, 132), 48);  // 16384 x 3072: 11.64 rounds
+  EXPECT_EQ(reg::idle_converter_ctas(133, 132), 131);
+  EXPECT_EQ(reg::idle_converter_ctas(264, 132), 0);
+  EXPECT_EQ(reg::idle_converter_ctas(132, 132), 0);
+  EXPECT_EQ(reg::idle_converter_ctas(96, 96), 0);
+  EXPECT_EQ(reg::idle_converter_ctas(5, 0), 0);
+  // The first round's tiles then read fewer column tiles (column-major order: 32 row tiles per column tile).
+  EXPECT_EQ(reg::first_wave_col_tiles(32, 12, 32, 132 - 12), 4);
+  EXPECT_EQ(reg::first_wave_col_tiles(72, 12, 72, 132 - 60), 1);
   // Its stream-K form: the 17th argument, one barrier more (sk_stored).
   const reg::Build& epi_sk = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
   EXPECT_EQ(targs(epi_sk), "256, 6, 4, 1, true, 1, 0, false, true, false, true, false, false, true, 1, true, true");

@@ -320,7 +320,8 @@ static std::vector<uint16_t> expect_twin_bytes(Problem& p, const svdq::env::Scop
 // whose first wave covers every column (300 x 96, 2000 x 160) and shapes where the GEMM converts most columns
 // (M = 4096: 132 CTAs over 32 row tiles read 5 column tiles), with a partial unit (N = 96, 160, 3104), a K tail of
 // 32, one K tile, many tiles per CTA, and several runs in a row on the same (recycled) scratch; the pairs build
-// against its copy-launch twin.
+// against its copy-launch twin. The idle-converter build on the same shapes: 112 converter CTAs (416 tiles), 12 (384
+// tiles), none (fewer tiles than SMs: all of B by the launch), and under SVDQ_FUSE_COLS=0 every unit by the grid.
 TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
   SVDQ_REQUIRE_GPU();
   const svdq::DeviceInfo info = svdq::current_device_info();
@@ -328,7 +329,8 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
   const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD"), cols("SVDQ_FUSE_COLS");
   const std::pair<const char*, const char*> builds[] = {
       {"sm90_ws16_bn256_s8_b5_lean_pers", "sm90_ws16_bn256_s8_b5_lean_pers_fuse"},
-      {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse"}};
+      {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse"},
+      {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle"}};
   for (const Shape& s : {make_shape(4096, 3104, 160, 32, true), make_shape(300, 96, 3072, 64, false),
                          make_shape(2000, 160, 32, 16, true), make_shape(4096, 3072, 3072, 128, true),
                          make_shape(4096, 3072, 1056, 32, true)}) {
@@ -408,7 +410,7 @@ TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
   for (const char* id : {"sm90_ws16a_bn256_s4_b4", "sm90_ws16a_bn256_s4_b4_pers", "sm90_ws16_bn256_s8_b5",
                          "sm90_ws16_bn256_s8_b5_lean_pers_fuse", "sm90_ws16_bn256_s8_b5_lean_pers_pairs",
                          "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi",
-                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse",
+                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle",
                          "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk"}) {
     force.set(id);
     for (const char* g : {"0", "3", "16", "4096"}) {
