@@ -609,15 +609,15 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // and every lane loads its codes (both in flight) before the fences that publish this pair. One warp converts a
   // pair in ~3 us on the H200 (bench/results/2026-12-02_h200_fuse_b.md): fast enough for the columns after the
   // first wave, not for all of B. `stores`: the warp also stores the staged tiles (EPI_TMA warp 3) between pairs.
+  constexpr int kU = BN / 64;
+  const int per_col = kU * num_main;
+  const int num_pos = P.fuse_u0 < units_n ? (units_n - P.fuse_u0 + kU - 1) / kU * per_col : 0;
+  auto unit_at = [&](int l) {  // the unit at position l, -1 past the list or past N
+    if (l < 0 || l >= num_pos) return -1;
+    const int cg = l / per_col, rem = l - cg * per_col, kt = rem / kU, u = P.fuse_u0 + cg * kU + (rem - kt * kU);
+    return u < units_n ? kt * units_n + u : -1;
+  };
   auto convert_positions = [&](int l0, int G, bool stores) {
-    constexpr int kU = BN / 64;
-    const int fu0 = P.fuse_u0, per_col = kU * num_main;
-    const int num_pos = fu0 < units_n ? (units_n - fu0 + kU - 1) / kU * per_col : 0;
-    auto unit_at = [&](int l) {  // the unit at position l, -1 past the list or past N
-      if (l >= num_pos) return -1;
-      const int cg = l / per_col, rem = l - cg * per_col, kt = rem / kU, u = fu0 + cg * kU + (rem - kt * kU);
-      return u < units_n ? kt * units_n + u : -1;
-    };
     uint4 q[2][4];
     u32 sw[2][4];
     u64 old = P.epoch;
@@ -647,6 +647,46 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       }
       __syncwarp();
       if (EPI_TMA && stores) store_staged(false);
+    }
+  };
+  // IDLE: the converter CTAs' warps take the same positions (l0 + i G), kBatch pairs per publication: one round of
+  // fences per 2 kBatch units instead of per pair (with twelve warps per SM each fencing per pair, a pair took
+  // ~3x a lone warp's time), the next batch's claims in flight while this one converts (twelve warps per SM hide
+  // the loads' latency). Lane x (x < 2 kBatch) claims and publishes the unit at position lb + x G of
+  // the batch starting at lb; pair p is the units of lanes 2p and 2p + 1.
+  auto convert_batched = [&](int l0, int G) {
+    constexpr int kBatch = 4;
+    auto claim = [&](int lb, u64& old) {
+      const int j = lane < 2 * kBatch ? unit_at(lb + lane * G) : -1;
+      old = P.epoch;
+      if (j >= 0) old = atomicExch(P.b16_claims + j, P.epoch);
+      return j;
+    };
+    u64 old;
+    int jl = claim(l0, old);
+    uint4 q[2][4];
+    u32 sw[2][4];
+    for (int l = l0; l < num_pos; l += 2 * kBatch * G) {
+      const int jm = jl >= 0 && old != P.epoch ? jl : -1;  // this lane's unit, if its claim won
+      u64 old_next;
+      const int j_next = claim(l + 2 * kBatch * G, old_next);
+#pragma unroll 1
+      for (int x = 0; x < kBatch; ++x) {
+        const int pa = __shfl_sync(0xFFFFFFFFu, jm, 2 * x), pb = __shfl_sync(0xFFFFFFFFu, jm, 2 * x + 1);
+        load_units(pa, pb, q, sw);
+        store_units(pa, pb, q, sw);
+      }
+      // Every lane's stores ordered for the async proxy that reads them, then (after the warp's convergence, which
+      // orders them before the lanes publishing) each publishing lane's GPU fence and flag store (release pattern).
+      fence_proxy_async_global();
+      __syncwarp();
+      if (jm >= 0) {
+        fence_acq_rel_gpu();
+        st_relaxed_gpu_u64(P.b16_flags + jm, P.epoch);
+      }
+      __syncwarp();
+      jl = j_next;
+      old = old_next;
     }
   };
   auto fused_b16_warp = [&](bool converter) {
@@ -734,7 +774,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     // The converter CTAs: every warp converts its share of the units (before setmaxnreg, at the launch's register
     // count), then takes its role for the CTA's tiles, the first of them in the second round.
     constexpr int kWarps = C::kThreads / 32;
-    if (cvt_cta) convert_positions(((int)blockIdx.x - first_round) * kWarps + (tid >> 5), cvt * kWarps, false);
+    if (cvt_cta) convert_batched(((int)blockIdx.x - first_round) * kWarps + (tid >> 5), cvt * kWarps);
   }
   if (tid < C::kC0) {
     setmaxnreg_dec<C::kDequantRegs>();
