@@ -649,6 +649,44 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       if (EPI_TMA && stores) store_staged(false);
     }
   };
+  // IDLE: unit j (-1: none) by the warp in the copy launch's access pattern (smxx_dequant_fp16_words, and its
+  // arithmetic, so its bytes): lane l takes word l % 8 of rows 4 i + l / 8, i < 16, so each store instruction writes
+  // four whole 128-byte rows of the unit, where store_units (two 16-byte chunks side by side in each of 16 rows)
+  // touches 16 lines per instruction; all 16 words' loads are in flight before the first conversion.
+  auto convert_unit_rows = [&](int j) {
+    if (j < 0) return;
+    const int kt = j / units_n, c = lane & 7;
+    const i64 r0 = (i64)(j - kt * units_n) * 64 + (lane >> 3);
+    const bool word_ok = !(k_tail(kt) && c >= 4);  // (a K tail of 32: words 4-7 are past K)
+    u32 q[16], sc[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const i64 row = r0 + 4 * i;
+      q[i] = 0u;
+      sc[i] = 0u;
+      if (row < p.n && word_ok) {
+        q[i] = __ldg(reinterpret_cast<const u32*>(p.b + row * (p.k / 2) + 32 * kt) + c);
+        sc[i] = __ldg(p.b_sf + ((row >> 7) * sf_ktiles + kt) * 512 + scale_word_offset(row) + (c >> 1));
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const i64 row = r0 + 4 * i;
+      u32 o[4];
+      dequant8_f16(q[i], half2_lo_lo(scale2_half2_x128(sc[i])), o);
+      if constexpr (PAIRS) {  // (as smxx_dequant_fp16_words<W, true>: lanes 2m, 2m + 1 hold K group m's words)
+        const bool odd = lane & 1;
+        const u32 t0 = __shfl_xor_sync(0xFFFFFFFFu, odd ? o[0] : o[2], 1);
+        const u32 t1 = __shfl_xor_sync(0xFFFFFFFFu, odd ? o[1] : o[3], 1);
+        o[0] = odd ? t0 : o[0];
+        o[1] = odd ? t1 : o[1];
+        o[2] = odd ? o[2] : t0;
+        o[3] = odd ? o[3] : t1;
+      }
+      if (row < p.n && word_ok)
+        *reinterpret_cast<uint4*>(P.b16 + row * p.k + 64 * (i64)kt + 8 * c) = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+  };
   // IDLE: the converter CTAs' warps take the same positions (l0 + i G), kBatch pairs per publication: one round of
   // fences per 2 kBatch units instead of per pair (with twelve warps per SM each fencing per pair, a pair took
   // ~3x a lone warp's time), the next batch's claims in flight while this one converts (twelve warps per SM hide
@@ -664,18 +702,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     };
     u64 old;
     int jl = claim(l0, old);
-    uint4 q[2][4];
-    u32 sw[2][4];
     for (int l = l0; l < num_pos; l += 2 * kBatch * G) {
       const int jm = jl >= 0 && old != P.epoch ? jl : -1;  // this lane's unit, if its claim won
       u64 old_next;
       const int j_next = claim(l + 2 * kBatch * G, old_next);
 #pragma unroll 1
-      for (int x = 0; x < kBatch; ++x) {
-        const int pa = __shfl_sync(0xFFFFFFFFu, jm, 2 * x), pb = __shfl_sync(0xFFFFFFFFu, jm, 2 * x + 1);
-        load_units(pa, pb, q, sw);
-        store_units(pa, pb, q, sw);
-      }
+      for (int x = 0; x < 2 * kBatch; ++x) convert_unit_rows(__shfl_sync(0xFFFFFFFFu, jm, x));
       // Every lane's stores ordered for the async proxy that reads them, then (after the warp's convergence, which
       // orders them before the lanes publishing) each publishing lane's GPU fence and flag store (release pattern).
       fence_proxy_async_global();
