@@ -72,7 +72,9 @@
 //       last round of tiles leaves empty, moved to the first round: with T tiles on G CTAs and T % G > 0, the last
 //       P.fuse_cvt = G - T % G CTAs convert (all 12 warps, before their roles) while the others run the first round
 //       of G - fuse_cvt tiles, then every CTA takes one tile per round; the rounds stay ceil(T / G). Warp 3 only
-//       stores tiles; warp 2 hands out the B tiles as in FUSE_B (converting a unit nobody has claimed itself).
+//       stores tiles; warp 2 hands out the B tiles as in FUSE_B (converting a unit nobody has claimed itself). The
+//       host gives the converters the last column tiles, at most one per 3 converters (registry::idle_split: beside
+//       the first round a converter CTA writes ~21 GB/s, the L2 being the GEMM's too), the launch the rest.
 //   SPLIT_B (the single-CTA FP16-B form whose consumers dequantize A): warp 2's lane 0 loads the B ring (FP16 B tiles
 //       and l1) and waits for the copy launch; the producer issues only the packed slots (op inputs, no wait), since
 //       one thread's TMA copies complete one after another (bench/results/2026-12-01_h200_tma_ingest.md). Measured

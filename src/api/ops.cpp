@@ -238,14 +238,17 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     const int64_t units = checked::mul((km.k + 63) / 64, (km.n + 63) / 64, "FP16 copy units");
     // (SVDQ_FUSE_COLS, a debug knob: how many column tiles the copy launch writes instead; 0: the GEMM writes all)
     const auto forced_cols = env::get_int("SVDQ_FUSE_COLS", 0, 1 << 30);
-    // idle_cvt: the converter CTAs (none: the launch writes all of B) and the first round of the others' tiles.
-    const int cvt = build.idle_cvt ? registry::idle_converter_ctas(col_tiles * row_tiles, static_cast<int>(gx)) : 0;
+    // idle_cvt: the converter CTAs (none: the launch writes all of B) and the column tiles the launch writes.
+    const registry::IdleSplit idle =
+        build.idle_cvt ? registry::idle_split(static_cast<int>(row_tiles), static_cast<int>(col_tiles), raster, static_cast<int>(gx))
+                       : registry::IdleSplit{};
     const int first_cols =
         forced_cols ? static_cast<int>(std::min<long long>(*forced_cols, col_tiles))
-        : build.idle_cvt && cvt == 0
-            ? static_cast<int>(col_tiles)
+        : build.idle_cvt
+            ? idle.copy_cols
             : registry::first_wave_col_tiles(static_cast<int>(row_tiles), static_cast<int>(col_tiles), raster,
-                                             static_cast<int>(gx) - cvt);
+                                             static_cast<int>(gx));
+    const int cvt = idle.converters;
     const int64_t rows1 = std::min<int64_t>(km.n, int64_t(first_cols) * build.bn);
     const registry::Build& dq = router::select_dequant_fp16(dev, build);
     const int64_t dq_blocks = checked::ceil_div(checked::mul(rows1, km.k / 8, "FP16 copy words"),

@@ -334,8 +334,8 @@ std::vector<Build> make_builds() {
               true, false, true, 1, true),
       // The same with the conversion moved off the GEMM's CTAs (IDLE): the G - T % G CTAs a partial last round of T
       // tiles would leave idle convert the units (all their warps) during the first round instead, and take their
-      // tiles from the second round on, so the rounds stay ceil(T / G); the copy launch writes only the column tiles
-      // of the first round's G - (G - T % G) tiles.
+      // tiles from the second round on, so the rounds stay ceil(T / G); they convert the last column tiles (one per
+      // 3 converters at most: idle_split), the copy launch the others.
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               true, false, true, 1, true, false, false, true),
       // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
@@ -526,9 +526,14 @@ int first_wave_col_tiles(int tiles_m, int tiles_n, int raster, int ctas) {
   return cols;
 }
 
-int idle_converter_ctas(int64_t tiles, int grid) {
-  if (grid <= 0 || tiles <= grid || tiles % grid == 0) return 0;
-  return grid - static_cast<int>(tiles % grid);
+IdleSplit idle_split(int tiles_m, int tiles_n, int raster, int grid) {
+  const int64_t tiles = int64_t(tiles_m) * tiles_n;
+  if (grid <= 0 || tiles <= grid || tiles % grid == 0) return {0, tiles_n};
+  const int cvt = grid - static_cast<int>(tiles % grid);
+  const int first = first_wave_col_tiles(tiles_m, tiles_n, raster, grid - cvt);
+  const int cols = std::min(tiles_n - first, cvt / kIdleConvertersPerColumn);
+  if (cols <= 0) return {0, tiles_n};
+  return {cvt, tiles_n - cols};
 }
 
 int64_t fp16_copy_bytes(int64_t rows, int64_t k) {

@@ -125,10 +125,20 @@ int ws_tile_col(int t, int tiles_m, int tiles_n, int raster);
 // How many leading column tiles the first `ctas` tiles of that order read (FUSE_B: the copy launch writes those
 // columns, the GEMM the others).
 int first_wave_col_tiles(int tiles_m, int tiles_n, int raster, int ctas);
-// The idle_cvt builds' converter CTAs for `tiles` output tiles on a persistent grid of `grid` CTAs: the slots a
-// partial last round leaves empty (grid - tiles % grid), 0 with one round or whole rounds (the copy launch then
-// writes all of B).
-int idle_converter_ctas(int64_t tiles, int grid);
+// The idle_cvt builds' split of B's FP16 copy for a tiles_m x tiles_n grid of output tiles (raster groups as
+// ws_tile_col) on a persistent grid of `grid` CTAs: `converters` = the slots a partial last round leaves empty
+// (grid - tiles % grid), which convert the last column tiles during the first round, at most one per
+// kIdleConvertersPerColumn of them; the copy launch writes the first `copy_cols` column tiles (at least those the
+// first round's grid - converters tiles read). No converters (copy_cols = tiles_n) with one round, whole rounds, or
+// nothing left for them.
+struct IdleSplit {
+  int converters = 0, copy_cols = 0;
+};
+// Measured on the H200 beside the GEMM's first round (bench/results/2026-12-04_h200_idle_converters.md): a
+// converter CTA writes ~21 GB/s (L2 shared with the GEMM; 50 GB/s alone), so 12 converted 4 column tiles of 256
+// rows within the round (K-independent: a column tile and a round both scale with K) and 6 delayed the next.
+constexpr int kIdleConvertersPerColumn = 3;
+IdleSplit idle_split(int tiles_m, int tiles_n, int raster, int grid);
 
 std::string family(const Build& b);       // "sm80_svdq_gemm", "smxx_quantize", "smxx_lora_down"
 std::string render(const Build& b);       // the source unit (deterministic bytes)

@@ -480,19 +480,25 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(&reg::dequant_fp16_for(epi_idle), &reg::build_by_id("smxx_dequant_fp16_pairs"));
   EXPECT_NE(epi_idle.description().find("partial last round leaves idle"), std::string::npos);
   for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.idle_cvt || (b.fuse_b && b.epi_tma)) << b.id;
-  // Its converter CTAs: the empty slots of a partial last round; none for one round or whole rounds.
-  EXPECT_EQ(reg::idle_converter_ctas(384, 132), 12);   // 4096 x 3072: 2.91 rounds
-  EXPECT_EQ(reg::idle_converter_ctas(648, 132), 12);   // 6912 x 3072: 4.91 rounds
-  EXPECT_EQ(reg::idle_converter_ctas(864, 132), 60);   // 9216 x 3072: 6.55 rounds
-  EXPECT_EQ(reg::idle_converter_ctas(1536, 132), 48);  // 16384 x 3072: 11.64 rounds
-  EXPECT_EQ(reg::idle_converter_ctas(133, 132), 131);
-  EXPECT_EQ(reg::idle_converter_ctas(264, 132), 0);
-  EXPECT_EQ(reg::idle_converter_ctas(132, 132), 0);
-  EXPECT_EQ(reg::idle_converter_ctas(96, 96), 0);
-  EXPECT_EQ(reg::idle_converter_ctas(5, 0), 0);
-  // The first round's tiles then read fewer column tiles (column-major order: 32 row tiles per column tile).
-  EXPECT_EQ(reg::first_wave_col_tiles(32, 12, 32, 132 - 12), 4);
-  EXPECT_EQ(reg::first_wave_col_tiles(72, 12, 72, 132 - 60), 1);
+  // Its split: the empty slots of a partial last round convert the last column tiles, one per 3 of them at most,
+  // the launch writes the rest (at least the first round's); none for one round, whole rounds or nothing to convert.
+  auto idle = [](int tm, int tn, int raster, int grid) {
+    const reg::IdleSplit s = reg::idle_split(tm, tn, raster, grid);
+    return std::make_pair(s.converters, s.copy_cols);
+  };
+  EXPECT_EQ(idle(32, 12, 32, 132), std::make_pair(12, 8));     // 4096 x 3072: 2.91 rounds, 4 column tiles converted
+  EXPECT_EQ(idle(54, 12, 54, 132), std::make_pair(12, 8));     // 6912 x 3072: 4.91 rounds
+  EXPECT_EQ(idle(72, 12, 72, 132), std::make_pair(60, 1));     // 9216 x 3072: 6.55 rounds, first round 72 tiles
+  EXPECT_EQ(idle(128, 12, 128, 132), std::make_pair(48, 1));   // 16384 x 3072: 11.64 rounds
+  EXPECT_EQ(idle(32, 48, 32, 132), std::make_pair(48, 32));    // 4096 x 12288: 11.64 rounds, 16 converted
+  EXPECT_EQ(idle(7, 19, 7, 132), std::make_pair(131, 1));      // 133 tiles: the first round is one tile
+  EXPECT_EQ(idle(22, 12, 22, 132), std::make_pair(0, 12));     // 264 tiles: whole rounds
+  EXPECT_EQ(idle(11, 12, 11, 132), std::make_pair(0, 12));     // 132 tiles: one round
+  EXPECT_EQ(idle(8, 12, 8, 132), std::make_pair(0, 12));       // 96 tiles: fewer than the grid
+  EXPECT_EQ(idle(33, 12, 33, 132), std::make_pair(0, 12));     // 396 tiles: whole rounds
+  EXPECT_EQ(idle(20, 7, 0, 132), std::make_pair(0, 7));        // 140 tiles row-major: the first round reads all
+  EXPECT_EQ(idle(25, 16, 25, 134), std::make_pair(0, 16));     // 400 tiles on 134: 2 converters, under 3 per column
+  EXPECT_EQ(idle(5, 1, 5, 0), std::make_pair(0, 1));
   // Its stream-K form: the 17th argument, one barrier more (sk_stored).
   const reg::Build& epi_sk = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
   EXPECT_EQ(targs(epi_sk), "256, 6, 4, 1, true, 1, 0, false, true, false, true, false, false, true, 1, true, true");
