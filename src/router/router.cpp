@@ -86,8 +86,15 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // 2816 x 3072 x 3072, 0.98 at 4224 x 4608 x 3072, 0.81 at 1024 x 12288 x 3072; where the stream-K form applies it
   // was the faster only with N far above M (768 x 12288 x 3072: 105.8 against 117.5 us; 1536 / 2048 x 3072 x 3072:
   // 71.6 / 72.7 against 56.3 / 68.7), so there it is taken from N >= 8 M, a threshold between the ratios measured
-  // (bench/results/2026-12-03_h200_trans.md §1).
+  // (bench/results/2026-12-03_h200_trans.md §1). With N <= M and a partial last round, its IDLE form (the CTAs that
+  // round leaves idle convert the last column tiles of B during the first round, the copy launch writes fewer)
+  // took 0.994-0.990 / 0.993 / 0.997 / 0.987-0.981 / 0.994 / 0.989 of its time at 6912 x 3072 x 3072 r32-r128 /
+  // 6889 / 4096 x 3072 x 3072 / 9216 / 16384 x 3072 x 3072 / 4096 x 3072 x 12288 (6912 r64: 1.003;
+  // bench/results/2026-12-04_h200_idle_converters.md), so it is taken there, up to 16 column tiles: its
+  // column-major order streams all of A once per column tile, and at 16384 x 12288 x 3072 (48) it took 1.006.
+  constexpr int64_t kIdleMaxColTiles = 16;
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
+  const registry::Build& wide_idle = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
   const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
   const registry::Build& wide_sk = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
   const registry::Build& wide_pers_t = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t");
@@ -102,7 +109,16 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
         s.n < 8 * s.m && wide_sk.smem_bytes <= smem_optin)
       return wide_sk;
     if (wide_waves < 2 && 0.66 * double(narrow_waves) < double(wide_waves)) return narrow;
-    if (wide_waves >= 2 && wide_pers.smem_bytes <= smem_optin) return s.n > s.m ? wide_pers_t : wide_pers;
+    if (wide_waves >= 2 && wide_pers.smem_bytes <= smem_optin) {
+      if (s.n > s.m) return wide_pers_t;
+      const int64_t col_tiles = (s.n + 255) / 256;
+      if (row_tiles <= (1 << 30) && col_tiles <= kIdleMaxColTiles && wide_idle.smem_bytes <= smem_optin &&
+          registry::idle_split(static_cast<int>(row_tiles), static_cast<int>(col_tiles),
+                               heuristic_raster(sm_count, s, wide_idle), sm_count)
+                  .converters > 0)
+        return wide_idle;
+      return wide_pers;
+    }
     return wide;
   }
   // Portable, decode-sized M: the decode program (8 weight rows per warp, one mma chain each), measured on an H200

@@ -67,8 +67,9 @@ TEST(Registry, SharedMemoryFitsTheArchitecturesTheyClaim) {
 TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // H200: 132 SMs, 228 KiB per SM, 227 KiB per block.
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
+  // 384 tiles of 128x256: 3 waves, the last 120 of 132: the persistent form whose 12 idle CTAs convert part of B
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");  // 384 tiles of 128x256: 3 waves, the persistent form
+            "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
   // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), at every rank the build
   // with dequant teams taking K tiles in turn and two K tiles per consumer step.
   for (int r : {32, 64, 96, 128})
@@ -107,16 +108,19 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // 648, 120), more than three rounds (9216 x 3072: 864 tiles, 72 in the last), one K tile (nothing to split), whole
   // rounds (2816 x 3072: 22 x 12 = 264 tiles, 2 x 132), fewer than 6 row tiles (512 x 12288: 4 x 48 = 192 tiles;
   // two waves, so not the 128x128 build's three either); with N > M its transposed-product form, also where the
-  // stream-K form would apply if N >= 8 M (768 x 12288: 6 x 48 = 288 tiles).
+  // stream-K form would apply if N >= 8 M (768 x 12288: 6 x 48 = 288 tiles). With N <= M, a partial last round and
+  // at most 16 column tiles, the persistent form's IDLE twin (its converters: the last round's empty slots), not
+  // for whole rounds (4224 x 3072: 33 x 12 = 396 tiles) nor 48 column tiles (16384 x 12288).
   const std::string sk = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", pers = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi",
-                    pers_t = pers + "_t";
+                    pers_t = pers + "_t", idle = pers + "_idle";
   for (const auto& [s, id] : std::vector<std::pair<svdq::router::MmShape, std::string>>{
            {{3072, 3072, 3072, 32, true}, sk},   {{1536, 3072, 3072, 32, true}, sk},
            {{1792, 3072, 3072, 32, true}, sk},   {{2048, 3072, 3072, 32, true}, sk},
            {{2048, 3072, 12288, 32, true}, sk},  {{768, 12288, 3072, 32, true}, pers_t},
            {{1536, 12288, 3072, 32, true}, pers_t}, {{1408, 11264, 3072, 32, true}, pers_t},
-           {{4096, 3072, 3072, 32, true}, pers}, {{6912, 3072, 3072, 128, true}, pers},
-           {{9216, 3072, 3072, 32, true}, pers}, {{2048, 3072, 64, 32, true}, pers_t},
+           {{4096, 3072, 3072, 32, true}, idle}, {{6912, 3072, 3072, 128, true}, idle},
+           {{9216, 3072, 3072, 32, true}, idle}, {{16384, 3072, 12288, 32, true}, idle},
+           {{4224, 3072, 3072, 32, true}, pers}, {{2048, 3072, 64, 32, true}, pers_t},
            {{2816, 3072, 3072, 32, true}, pers_t}, {{512, 12288, 3072, 32, true}, pers_t},
            {{4096, 12288, 3072, 32, true}, pers_t}, {{3072, 3072, 12288, 32, false}, sk},
            {{16384, 12288, 3072, 32, true}, pers}}) {

@@ -209,7 +209,7 @@ TEST(RouteTable, SelectRecordUsesTableFileNoneAndHeuristic) {
     // A shape the file does not list: the heuristic (not the shipped table: the file replaces it).
     const auto h = rt::select_record(dev, {4096, 3072, 3072, 48, true});
     EXPECT_EQ(h.source, "heuristic");
-    EXPECT_EQ(h.build->id, "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");  // 3 waves of 128x256 tiles: persistent
+    EXPECT_EQ(h.build->id, "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");  // 3 waves, 12 idle CTAs: IDLE
     // A device of another arch ignores an sm_90a table.
     svdq::jit::DeviceTarget a100 = dev;
     a100.cc = 80;
@@ -222,7 +222,7 @@ TEST(RouteTable, SelectRecordUsesTableFileNoneAndHeuristic) {
     RouteVar v("none");
     const auto c = rt::select_record(dev, {4096, 3072, 3072, 32, true});
     EXPECT_EQ(c.source, "heuristic");
-    EXPECT_EQ(c.build->id, "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
+    EXPECT_EQ(c.build->id, "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
   }
   {
     RouteVar v(nullptr);  // the shipped table
