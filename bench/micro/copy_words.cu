@@ -19,21 +19,7 @@
 
 using namespace svdq_k;
 
-__device__ unsigned long long g_t0, g_t1;
 __device__ unsigned g_sink;
-
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ void span_begin() {
-  if (threadIdx.x == 0) atomicMin(&g_t0, now_ns());
-}
-__device__ void span_end() {
-  __syncthreads();
-  if (threadIdx.x == 0) atomicMax(&g_t1, now_ns());
-}
 
 template <int W>
 __global__ void __launch_bounds__(256) copy_words(const DequantParams p) {
@@ -76,9 +62,7 @@ struct Times { double span_us, event_us; };
 
 template <typename Launch>
 static Times timed(Launch&& launch) {
-  const unsigned long long hi = ~0ull, lo = 0;
-  cudaMemcpyToSymbol(g_t0, &hi, 8);
-  cudaMemcpyToSymbol(g_t1, &lo, 8);
+  span_reset();
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
@@ -88,12 +72,9 @@ static Times timed(Launch&& launch) {
   check(cudaEventSynchronize(e1), "timed launch");
   float ms = 0;
   cudaEventElapsedTime(&ms, e0, e1);
-  unsigned long long t0, t1;
-  cudaMemcpyFromSymbol(&t0, g_t0, 8);
-  cudaMemcpyFromSymbol(&t1, g_t1, 8);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  return {(t1 - t0) * 1e-3, ms * 1e3};
+  return {span_read_us(), ms * 1e3};
 }
 
 static double median(std::vector<double> v) {

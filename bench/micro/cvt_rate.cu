@@ -17,20 +17,13 @@
 
 using namespace svdq_k;
 
-__device__ unsigned long long g_t0, g_t1;
 __device__ unsigned g_sink;
-
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // kind: 0 ldst, 1 bulk, 2 write only, 3 read only
 template <int W, int KIND>
 __global__ void __launch_bounds__(384, 1) cvt(const u32* in, uint4* out, long long items) {
   extern __shared__ __align__(128) unsigned char smem[];
-  if (threadIdx.x == 0) atomicMin(&g_t0, now_ns());
+  span_begin();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long nwarps = (long long)gridDim.x * 12, gw = (long long)blockIdx.x * 12 + warp;
   const u32 sc = 0x38003800u;  // FP16 0.5 pairs: any scale, the arithmetic is what counts here
@@ -87,8 +80,7 @@ __global__ void __launch_bounds__(384, 1) cvt(const u32* in, uint4* out, long lo
   }
   if (KIND == 1 && lane == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
   if (acc == 0x9e3779b9u) g_sink = acc;
-  __syncthreads();
-  if (threadIdx.x == 0) atomicMax(&g_t1, now_ns());
+  span_end();
 }
 
 __global__ void sweep(const uint4* in, long long n16) {
@@ -111,15 +103,10 @@ static double span_us(const u32* in, uint4* out, long long items, int ctas) {
   for (int t = 0; t < 7; ++t) {
     check(cudaMemset(g_flush, 1, kFlush), "flush");
     sweep<<<132 * 8, 256>>>(static_cast<const uint4*>(g_flush), kFlush / 16);
-    const unsigned long long hi = ~0ull, lo = 0;
-    cudaMemcpyToSymbol(g_t0, &hi, 8);
-    cudaMemcpyToSymbol(g_t1, &lo, 8);
+    span_reset();
     cvt<W, KIND><<<ctas, 384, smem>>>(in, out, items);
     check(cudaDeviceSynchronize(), "cvt");
-    unsigned long long t0, t1;
-    cudaMemcpyFromSymbol(&t0, g_t0, 8);
-    cudaMemcpyFromSymbol(&t1, g_t1, 8);
-    v.push_back((t1 - t0) * 1e-3);
+    v.push_back(span_read_us());
   }
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];

@@ -97,3 +97,30 @@ static void print_events(At&& at, int it, int first, int last, long long t0) {
     else std::printf("       -");
   }
 }
+
+// The globaltimer span of a launch: from the first CTA's start (span_begin, thread 0 of each CTA) to the last CTA's
+// end (span_end); span_reset before the launch, span_read_us after it.
+__device__ unsigned long long g_span_t0, g_span_t1;
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void span_begin() {
+  if (threadIdx.x == 0) atomicMin(&g_span_t0, globaltimer_ns());
+}
+__device__ __forceinline__ void span_end() {
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(&g_span_t1, globaltimer_ns());
+}
+static void span_reset() {
+  const unsigned long long hi = ~0ull, lo = 0;
+  check(cudaMemcpyToSymbol(g_span_t0, &hi, 8), "span reset");
+  check(cudaMemcpyToSymbol(g_span_t1, &lo, 8), "span reset");
+}
+static double span_read_us() {
+  unsigned long long t0 = 0, t1 = 0;
+  check(cudaMemcpyFromSymbol(&t0, g_span_t0, 8), "span read");
+  check(cudaMemcpyFromSymbol(&t1, g_span_t1, 8), "span read");
+  return (t1 - t0) * 1e-3;
+}

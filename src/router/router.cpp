@@ -88,10 +88,10 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // 71.6 / 72.7 against 56.3 / 68.7), so there it is taken from N >= 8 M, a threshold between the ratios measured
   // (bench/results/2026-12-03_h200_trans.md §1). With N <= M and a partial last round, its IDLE form (the CTAs that
   // round leaves idle convert the last column tiles of B during the first round, the copy launch writes fewer)
-  // took 0.994-0.990 / 0.993 / 0.997 / 0.987-0.981 / 0.994 / 0.989 of its time at 6912 x 3072 x 3072 r32-r128 /
-  // 6889 / 4096 x 3072 x 3072 / 9216 / 16384 x 3072 x 3072 / 4096 x 3072 x 12288 (6912 r64: 1.003;
-  // bench/results/2026-12-04_h200_idle_converters.md), so it is taken there, up to 16 column tiles: its
-  // column-major order streams all of A once per column tile, and at 16384 x 12288 x 3072 (48) it took 1.006.
+  // took 0.988 / 0.994 / 0.996 / 0.997 / 0.981 / 0.994 / 0.989 of its time at 4096 x 3072 x 3072, 6912 x 3072 x 3072
+  // r32 / r128, 6889 / 9216 / 16384 x 3072 x 3072 and 4096 x 3072 x 12288 (6912 r64: 1.002;
+  // bench/results/2026-12-04_h200_idle_converters.md §4), so it is taken there, up to 16 column tiles: its
+  // column-major order streams all of A once per column tile, and at 16384 x 12288 x 3072 (48) it took 1.007.
   constexpr int64_t kIdleMaxColTiles = 16;
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
   const registry::Build& wide_idle = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
