@@ -653,8 +653,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   };
   // IDLE: unit j (-1: none) by the warp in the copy launch's access pattern (smxx_dequant_fp16_words, and its
   // arithmetic, so its bytes): lane l takes word l % 8 of rows 4 i + l / 8, i < 16, so each store instruction writes
-  // four whole 128-byte rows of the unit, where store_units (two 16-byte chunks side by side in each of 16 rows)
-  // touches 16 lines per instruction; all 16 words' loads are in flight before the first conversion.
+  // four whole 128-byte rows of the unit; all 16 words' loads are in flight before the first conversion. (Measured
+  // no faster than load_units / store_units here: beside the GEMM the converters' rate is their share of L2,
+  // bench/results/2026-12-04_h200_idle_converters.md.)
   auto convert_unit_rows = [&](int j) {
     if (j < 0) return;
     const int kt = j / units_n, c = lane & 7;
@@ -689,11 +690,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         *reinterpret_cast<uint4*>(P.b16 + row * p.k + 64 * (i64)kt + 8 * c) = make_uint4(o[0], o[1], o[2], o[3]);
     }
   };
-  // IDLE: the converter CTAs' warps take the same positions (l0 + i G), kBatch pairs per publication: one round of
-  // fences per 2 kBatch units instead of per pair (with twelve warps per SM each fencing per pair, a pair took
-  // ~3x a lone warp's time), the next batch's claims in flight while this one converts (twelve warps per SM hide
-  // the loads' latency). Lane x (x < 2 kBatch) claims and publishes the unit at position lb + x G of
-  // the batch starting at lb; pair p is the units of lanes 2p and 2p + 1.
+  // IDLE: the converter CTAs' warps take the same positions (l0 + i G) in batches of 2 kBatch units, one round of
+  // fences per batch, the next batch's claims in flight while this one converts (twelve warps per SM hide the loads'
+  // latency). Lane x (x < 2 kBatch) claims and publishes the unit at position lb + x G of the batch starting at lb.
+  // (Per-pair publication measured the same.)
   auto convert_batched = [&](int l0, int G) {
     constexpr int kBatch = 4;
     auto claim = [&](int lb, u64& old) {
