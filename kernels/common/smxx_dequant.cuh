@@ -57,6 +57,25 @@ SVDQ_DEV void dequant8_f16(u32 q, u32 scale_h2, u32* out) {
   for (int j = 0; j < 4; ++j) out[j] = hmul2_u32(out[j], scale_h2);
 }
 
+// One packed word of the FP16 copy (smxx_dequant_fp16_words): its 8 codes with their row's scale code `sc` as the
+// 16 bytes the copy holds at that word. PAIRS: the K order of the FP16-B pairs builds, in which lanes 2m and 2m + 1
+// (odd) hold K group m's two words and trade half of their pairs (two shuffles: every lane of the warp calls this).
+template <bool PAIRS>
+SVDQ_DEV void dequant8_f16_copy_word(u32 q, u32 sc, bool odd, u32* o) {
+  dequant8_f16(q, half2_lo_lo(scale2_half2_x128(sc)), o);
+  if constexpr (PAIRS) {
+    const u32 t0 = __shfl_xor_sync(0xFFFFFFFFu, odd ? o[0] : o[2], 1);
+    const u32 t1 = __shfl_xor_sync(0xFFFFFFFFu, odd ? o[1] : o[3], 1);
+    if (odd) {  // bytes 16..31 of the group: w0 p2, w0 p3, then this word's p2, p3
+      o[0] = t0;
+      o[1] = t1;
+    } else {  // bytes 0..15: this word's p0, p1, then w1 p0, w1 p1
+      o[2] = t0;
+      o[3] = t1;
+    }
+  }
+}
+
 // Factor removed from the main-term accumulator before the rank steps and the epilogue (see above).
 #define SVDQ_MAIN_TERM_UNSCALE 16384.0f
 

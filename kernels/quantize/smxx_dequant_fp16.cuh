@@ -51,20 +51,8 @@ SVDQ_DEV void smxx_dequant_fp16_words(const DequantParams& p) {
     const i64 idx = idx0 + (i64)j * blockDim.x;
     if (!PAIRS && idx >= total) continue;  // (PAIRS: both lanes of a group are in or out; the shuffles need all)
     u32 o[4];
-    dequant8_f16(q[j], half2_lo_lo(scale2_half2_x128(sc[j])), o);
-    if constexpr (PAIRS) {
-      const bool odd = threadIdx.x & 1;  // word w1 of its group (idx0 and blockDim.x are even)
-      const u32 t0 = __shfl_xor_sync(0xFFFFFFFFu, odd ? o[0] : o[2], 1);
-      const u32 t1 = __shfl_xor_sync(0xFFFFFFFFu, odd ? o[1] : o[3], 1);
-      if (idx >= total) continue;
-      if (odd) {  // bytes 16..31 of the group: w0 p2, w0 p3, then this word's p2, p3
-        o[0] = t0;
-        o[1] = t1;
-      } else {  // bytes 0..15: this word's p0, p1, then w1 p0, w1 p1
-        o[2] = t0;
-        o[3] = t1;
-      }
-    }
+    dequant8_f16_copy_word<PAIRS>(q[j], sc[j], threadIdx.x & 1, o);  // (odd: word w1; idx0, blockDim.x are even)
+    if (idx >= total) continue;
     uint4 v;
     v.x = o[0];
     v.y = o[1];

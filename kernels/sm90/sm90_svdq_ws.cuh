@@ -604,52 +604,15 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       ++st_nt;
     }
   };
-  // The units of unit rows P.fuse_u0.. (the copy launch wrote the rows before) in the order the tiles after the
-  // first wave need them: column tile by column tile, in it K tile by K tile. A converting warp takes positions
-  // l0 + i G (FUSE_B: warp 3 of CTA b, l0 = b, G = the grid; IDLE: every warp of the converter CTAs, G = their
-  // warps), two at a time (l, l + G) in one software pipeline: lanes 0 and 1 exchange the next pair's claim words
-  // and every lane loads its codes (both in flight) before the fences that publish this pair. One warp converts a
-  // pair in ~3 us on the H200 (bench/results/2026-12-02_h200_fuse_b.md): fast enough for the columns after the
-  // first wave, not for all of B. `stores`: the warp also stores the staged tiles (EPI_TMA warp 3) between pairs.
+  // The units of unit rows P.fuse_u0.. (the copy launch wrote the rows before), positions in the order the tiles
+  // after the first wave need them: column tile by column tile, in it K tile by K tile.
   constexpr int kU = BN / 64;
   const int per_col = kU * num_main;
   const int num_pos = P.fuse_u0 < units_n ? (units_n - P.fuse_u0 + kU - 1) / kU * per_col : 0;
   auto unit_at = [&](int l) {  // the unit at position l, -1 past the list or past N
-    if (l < 0 || l >= num_pos) return -1;
+    if (l >= num_pos) return -1;
     const int cg = l / per_col, rem = l - cg * per_col, kt = rem / kU, u = P.fuse_u0 + cg * kU + (rem - kt * kU);
     return u < units_n ? kt * units_n + u : -1;
-  };
-  auto convert_positions = [&](int l0, int G, bool stores) {
-    uint4 q[2][4];
-    u32 sw[2][4];
-    u64 old = P.epoch;
-    int ja = -1, jb = -1;
-    auto start_pair = [&](int l) {
-      ja = unit_at(l);
-      jb = unit_at(l + G);
-      const int jl = (lane & 1) ? jb : ja;
-      old = P.epoch;
-      if (lane < 2 && jl >= 0) old = atomicExch(P.b16_claims + jl, P.epoch);
-      load_units(ja, jb, q, sw);
-    };
-    int l = l0;
-    if (l < num_pos) start_pair(l);
-    while (l < num_pos) {
-      const u32 mine = __ballot_sync(0xFFFFFFFFu, lane < 2 && old != P.epoch) & 3u;
-      const int pa = (mine & 1u) ? ja : -1, pb = (mine & 2u) ? jb : -1;
-      store_units(pa, pb, q, sw);
-      l += 2 * G;
-      if (l < num_pos) start_pair(l);
-      fence_proxy_async_global();
-      __syncwarp();
-      if (lane == 0) {
-        fence_acq_rel_gpu();
-        if (pa >= 0) st_relaxed_gpu_u64(P.b16_flags + pa, P.epoch);
-        if (pb >= 0) st_relaxed_gpu_u64(P.b16_flags + pb, P.epoch);
-      }
-      __syncwarp();
-      if (EPI_TMA && stores) store_staged(false);
-    }
   };
   // IDLE: unit j (-1: none) by the warp in the copy launch's access pattern (smxx_dequant_fp16_words, and its
   // arithmetic, so its bytes): lane l takes word l % 8 of rows 4 i + l / 8, i < 16, so each store instruction writes
@@ -676,21 +639,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     for (int i = 0; i < 16; ++i) {
       const i64 row = r0 + 4 * i;
       u32 o[4];
-      dequant8_f16(q[i], half2_lo_lo(scale2_half2_x128(sc[i])), o);
-      if constexpr (PAIRS) {  // (as smxx_dequant_fp16_words<W, true>: lanes 2m, 2m + 1 hold K group m's words)
-        const bool odd = lane & 1;
-        const u32 t0 = __shfl_xor_sync(0xFFFFFFFFu, odd ? o[0] : o[2], 1);
-        const u32 t1 = __shfl_xor_sync(0xFFFFFFFFu, odd ? o[1] : o[3], 1);
-        o[0] = odd ? t0 : o[0];
-        o[1] = odd ? t1 : o[1];
-        o[2] = odd ? o[2] : t0;
-        o[3] = odd ? o[3] : t1;
-      }
+      dequant8_f16_copy_word<PAIRS>(q[i], sc[i], lane & 1, o);  // (lanes 2m, 2m + 1: K group m's words)
       if (row < p.n && word_ok)
         *reinterpret_cast<uint4*>(P.b16 + row * p.k + 64 * (i64)kt + 8 * c) = make_uint4(o[0], o[1], o[2], o[3]);
     }
   };
-  // IDLE: the converter CTAs' warps take the same positions (l0 + i G) in batches of 2 kBatch units, one round of
+  // IDLE: the converter CTAs' warps take positions l0 + i G (G: all their warps) in batches of 2 kBatch units, one round of
   // fences per batch, the next batch's claims in flight while this one converts (twelve warps per SM hide the loads'
   // latency). Lane x (x < 2 kBatch) claims and publishes the unit at position lb + x G of the batch starting at lb.
   // (Per-pair publication measured the same.)
@@ -725,7 +679,41 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   };
   auto fused_b16_warp = [&](bool converter) {
     if (converter) {
-      convert_positions((int)blockIdx.x, (int)gridDim.x, true);
+      // Warp 3 of CTA b converts positions b + i G, two at a time (l, l + G) in one software pipeline: lanes 0 and 1
+      // exchange the next pair's claim words and every lane loads its codes (both in flight) before the fences that
+      // publish this pair. One warp converts a pair in ~3 us on the H200 (bench/results/2026-12-02_h200_fuse_b.md):
+      // fast enough for the columns after the first wave, not for all of B.
+      const int G = (int)gridDim.x;
+      uint4 q[2][4];
+      u32 sw[2][4];
+      u64 old = P.epoch;
+      int ja = -1, jb = -1;
+      auto start_pair = [&](int l) {
+        ja = unit_at(l);
+        jb = unit_at(l + G);
+        const int jl = (lane & 1) ? jb : ja;
+        old = P.epoch;
+        if (lane < 2 && jl >= 0) old = atomicExch(P.b16_claims + jl, P.epoch);
+        load_units(ja, jb, q, sw);
+      };
+      int l = (int)blockIdx.x;
+      if (l < num_pos) start_pair(l);
+      while (l < num_pos) {
+        const u32 mine = __ballot_sync(0xFFFFFFFFu, lane < 2 && old != P.epoch) & 3u;
+        const int pa = (mine & 1u) ? ja : -1, pb = (mine & 2u) ? jb : -1;
+        store_units(pa, pb, q, sw);
+        l += 2 * G;
+        if (l < num_pos) start_pair(l);
+        fence_proxy_async_global();
+        __syncwarp();
+        if (lane == 0) {
+          fence_acq_rel_gpu();
+          if (pa >= 0) st_relaxed_gpu_u64(P.b16_flags + pa, P.epoch);
+          if (pb >= 0) st_relaxed_gpu_u64(P.b16_flags + pb, P.epoch);
+        }
+        __syncwarp();
+        if constexpr (EPI_TMA) store_staged(false);
+      }
       if constexpr (EPI_TMA) store_staged(true);
       return;
     }
