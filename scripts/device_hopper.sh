@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The device run behind the Hopper fast-path issue: tune the sm_90a route table, GPU tests, the tests under
 # compute-sanitizer, and the bench comparing the heuristic alone (A) with the tuned table (B).
-# Usage: scripts/device_hopper.sh [build_dir] [what...]   what: sass tune tests sanitizer bench micro (default: tune
-# tests sanitizer bench); micro runs the bench/micro binaries that scripts/carry_for_device.sh built (MICRO, default
+# Usage: scripts/device_hopper.sh [build_dir] [what...]   what: sass tune tests sanitizer racecheck synccheck bench
+# layer quantize micro (default: tune tests sanitizer bench); layer: `svdq bench --layer` (SHAPES, WORKLOAD);
+# quantize: `svdq bench --quantize` (QSHAPES); micro runs the bench/micro binaries that scripts/carry_for_device.sh built (MICRO, default
 # .carry/micro).
 # Environment: TABLE (route table written by tune, default $OUT/sm_90a.json), UPDATE (tune updates this table
 # instead of writing a fresh one), TUNE_SHAPES / SHAPES (shape lists for tune / bench; default the suite),
@@ -38,6 +39,17 @@ for w in $WHAT; do
              ${SHAPES:+--shapes "$SHAPES"} --csv "$OUT/bench_ab.csv" \
              > "$OUT/bench_ab.log" 2> "$OUT/bench_ab.err" || status=1
            cat "$OUT/bench_ab.log"; tail -3 "$OUT/bench_ab.err" ;;
+    racecheck|synccheck)
+           timeout ${SAN_TMO:-540} compute-sanitizer --tool $w --error-exitcode 99 "$B/svdq_gpu_tests" \
+             --gtest_filter="${SANITIZER_FILTER:-*}" > "$OUT/$w.log" 2>&1 || status=1
+           grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^\[  (FAILED|PASSED) |^\[==========\]" "$OUT/$w.log" | tail -8 ;;
+    layer) "$B/svdq" bench --layer --sessions ${SESSIONS:-2} ${SHAPES:+--shapes "$SHAPES"} ${WORKLOAD:+--workload "$WORKLOAD"} \
+             --csv "$OUT/bench_layer${WORKLOAD:+_$WORKLOAD}.csv" > "$OUT/bench_layer${WORKLOAD:+_$WORKLOAD}.log" 2> "$OUT/bench_layer.err" || status=1
+           cat "$OUT/bench_layer${WORKLOAD:+_$WORKLOAD}.log"; tail -3 "$OUT/bench_layer.err" ;;
+    quantize) "$B/svdq" bench --quantize --sessions ${SESSIONS:-2} \
+             --shapes "${QSHAPES:-4096x32x3072,4608x32x12288,4608x32x3072,512x32x12288,1x32x4096}" \
+             --csv "$OUT/bench_quantize.csv" > "$OUT/bench_quantize.log" 2>&1 || status=1
+           cat "$OUT/bench_quantize.log" ;;
     micro) for m in "${MICRO:-.carry/micro}"/*; do
              [ -x "$m" ] || { echo "no microbenchmark binaries in ${MICRO:-.carry/micro}"; status=1; continue; }
              "$m" > "$OUT/micro_$(basename "$m").txt" 2>&1 || status=1

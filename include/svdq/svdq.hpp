@@ -43,9 +43,10 @@ void nvfp4_quantize_smooth(const TensorView& x, const TensorView& pre_quant_scal
 // Bytes of device workspace svdquant_linear needs for M rows, K columns and rank r (xq, swizzled sf, d).
 int64_t svdquant_linear_workspace_size(int64_t m, int64_t k, int64_t rank);
 
-// The whole SVDQuant layer, y = x̂ @ (R + L1·L2)ᵀ + bias with x̂ = x·pqs, as three launches for now:
-// quantize_smooth(x) -> (xq, sf); d = BF16(x @ l2t_smoothed); out = mm_nvfp4_svdquant(xq, weight_fp4, sf, weight_sf,
-// alpha, d, l1_scaled, bias).
+// The whole SVDQuant layer, y = x̂ @ (R + L1·L2)ᵀ + bias with x̂ = x·pqs: one pass over x computes
+// (xq, sf) = quantize_smooth(x) and d = BF16(x @ l2t_smoothed) (tensor cores, FP32 sums in a fixed order set by K
+// alone: run-to-run identical, and a row's d does not depend on M), then out = mm_nvfp4_svdquant(xq, weight_fp4, sf,
+// weight_sf, alpha, d, l1_scaled, bias).
 //   x bf16 [M, K]; weight_fp4 u8 [N, K/2]; weight_sf swizzled; alpha f32 [1]; pre_quant_scale bf16 [K];
 //   l2t_smoothed bf16 [K, r]; l1_scaled bf16 [N, r]; global_scale f32 [1]; bias bf16 [N] or undefined;
 //   out bf16 [M, N]; workspace u8 with numel >= svdquant_linear_workspace_size(M, K, r), 16-byte aligned.

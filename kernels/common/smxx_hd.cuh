@@ -53,6 +53,14 @@ SVDQ_HD float mul_rn(float a, float b) {
 #endif
 }
 
+SVDQ_HD float fma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return __builtin_fmaf(a, b, c);
+#endif
+}
+
 SVDQ_HD float div_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fdiv_rn(a, b);

@@ -55,15 +55,28 @@ struct Sm90WsParams {
   u64* sk_flags;
 };
 
-struct QuantizeParams {
+// The one pass over x of svdquant_linear and the quantizer alone (kernels/quantize/smxx_quant_lora.cuh).
+struct QuantLoraParams {
   const u16* x;           // bf16 [M, K]
   const u16* pqs;         // bf16 [K] or null (plain quantize)
   const float* global_scale;
-  u8* xq;                 // [M, K/2]
+  u8* xq;                 // [M, K/2], or null: d alone
   u8* sf;                 // scales
+  const u16* l2t;         // bf16 [K, r], or null: quantization alone
+  u16* d;                 // bf16 [M, r]
+  float* part;            // splits > 1: FP32 partial sums [chunks][row_tiles * 32][r]
+  u64* flags;             // splits > 1: [row_tiles * rank_tiles][splits], set to `epoch` when a CTA's sums are stored
+  u64 epoch;              // unique per launch, so the flags need no clearing
   i64 m, k;
-  i64 sf_rows, sf_cols;   // grid of scale positions the kernel walks (padded for the swizzled layout)
+  i64 sf_rows, sf_cols;   // swizzled: rows and columns padded to 128 and 4; linear: M and K/16
+  i64 row_tiles;          // ceil(M / 32)
   int swizzled;           // 1: 128x4 swizzled, 0: linear [M, K/16]
+  int rank;               // r (with l2t)
+  int rank_tiles;         // ceil(r / 64) (1 without l2t)
+  int splits;             // CTAs sharing one row tile's chunks
+  int chunk_tiles;        // K tiles of 64 per chunk (set by K alone)
+  int chunks;             // ceil(ceil(K / 64) / chunk_tiles)
+  int chunks_per_split;   // ceil(chunks / splits)
 };
 
 // deq(x) x 2^-7 as FP16 [rows, K] (the FP16 operand of the sm_90a swap-AB-on-FP16-A and FP16-B programs, see
@@ -75,11 +88,5 @@ struct DequantParams {
   i64 m, k;        // rows, K
 };
 
-struct LoraDownParams {
-  const u16* x;     // bf16 [M, K]
-  const u16* l2t;   // bf16 [K, r]
-  u16* d;           // bf16 [M, r]
-  i64 m, k, rank;
-};
 
 }  // namespace svdq_k

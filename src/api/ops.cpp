@@ -304,24 +304,54 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
   launch(build, dev, gx, gy, stream, &p);
 }
 
-void launch_quantize(const api::QuantDims& q, const void* x, const void* pqs, const void* gs, void* xq, void* sf,
-                     ScaleLayout layout, Stream stream) {
+// The one-pass program over x: quantization (xq != null) into `layout`, d = BF16(x @ l2t) (l2t != null), or both.
+// Where its plan splits K over several CTAs, their partial sums and flags take stream-ordered scratch.
+void launch_quant_lora(const char* fn, int64_t m, int64_t k, int64_t rank, const void* x, const void* pqs,
+                       const void* gs, void* xq, void* sf, ScaleLayout layout, const void* l2t, void* d,
+                       Stream stream) {
   const jit::DeviceTarget& dev = jit::current_device();
-  const registry::Build& build = router::select_quantize(dev);
-  svdq_k::QuantizeParams p{};
+  const registry::Build& build = router::select_quant_lora(dev);
+  const router::QuantLoraPlan plan = router::plan_quant_lora(m, k, l2t ? rank : 0, dev.sm_count);
+  if (plan.grid > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, std::string(fn) + ": argument 'x' is too large for one launch");
+  svdq_k::QuantLoraParams p{};
   p.x = static_cast<const svdq_k::u16*>(x);
   p.pqs = static_cast<const svdq_k::u16*>(pqs);
   p.global_scale = static_cast<const float*>(gs);
   p.xq = static_cast<svdq_k::u8*>(xq);
   p.sf = static_cast<svdq_k::u8*>(sf);
-  p.m = q.m;
-  p.k = q.k;
+  p.l2t = static_cast<const svdq_k::u16*>(l2t);
+  p.d = static_cast<svdq_k::u16*>(d);
+  p.m = m;
+  p.k = k;
   p.swizzled = layout == ScaleLayout::Swizzled128x4 ? 1 : 0;
-  p.sf_rows = p.swizzled ? checked::round_up(q.m, 128, "scale rows") : q.m;
-  p.sf_cols = p.swizzled ? checked::round_up(q.k / 16, 4, "scale columns") : q.k / 16;
-  const int64_t blocks = checked::ceil_div(checked::mul(p.sf_rows, p.sf_cols, "scale grid"), build.threads, "quantize grid");
-  if (blocks > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, "nvfp4_quantize: argument 'x' is too large for one launch");
-  launch(build, dev, static_cast<unsigned>(blocks), 1, stream, &p);
+  p.sf_rows = p.swizzled ? checked::round_up(m, 128, "scale rows") : m;
+  p.sf_cols = p.swizzled ? checked::round_up(k / 16, 4, "scale columns") : k / 16;
+  p.row_tiles = plan.row_tiles;
+  p.rank = static_cast<int>(rank);
+  p.rank_tiles = plan.rank_tiles;
+  p.splits = plan.splits;
+  p.chunk_tiles = plan.chunk_tiles;
+  p.chunks = plan.chunks;
+  p.chunks_per_split = plan.chunks_per_split;
+  jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated
+  if (plan.splits == 1) {
+    launch(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p);
+    return;
+  }
+  const CUstream cs = reinterpret_cast<CUstream>(stream);
+  const int64_t part = checked::round_up(plan.part_bytes, 256, "partial sums bytes");
+  void* scratch = jit::scratch_alloc(static_cast<uint64_t>(checked::add(part, plan.flag_bytes, "scratch")), dev.ordinal,
+                                     cs, std::string("the partial sums of d (") + fn + ")");
+  try {
+    p.part = static_cast<float*>(scratch);
+    p.flags = reinterpret_cast<svdq_k::u64*>(static_cast<char*>(scratch) + part);
+    p.epoch = next_epoch();
+    launch(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p);
+  } catch (...) {
+    jit::scratch_free(scratch, cs);
+    throw;
+  }
+  jit::scratch_free(scratch, cs);
 }
 
 }  // namespace
@@ -374,14 +404,16 @@ void mm_nvfp4_svdquant(const TensorView& a, const TensorView& b, const TensorVie
 void nvfp4_quantize(const TensorView& x, const TensorView& global_scale, const TensorView& xq, const TensorView& sf,
                     ScaleLayout layout, Stream stream) {
   const api::QuantDims q = api::validate_quantize("nvfp4_quantize", x, nullptr, global_scale, xq, sf, layout);
-  launch_quantize(q, x.data, nullptr, global_scale.data, xq.data, sf.data, layout, stream);
+  launch_quant_lora("nvfp4_quantize", q.m, q.k, 0, x.data, nullptr, global_scale.data, xq.data, sf.data, layout, nullptr,
+                    nullptr, stream);
 }
 
 void nvfp4_quantize_smooth(const TensorView& x, const TensorView& pre_quant_scale, const TensorView& global_scale,
                            const TensorView& xq, const TensorView& sf, ScaleLayout layout, Stream stream) {
   const api::QuantDims q =
       api::validate_quantize("nvfp4_quantize_smooth", x, &pre_quant_scale, global_scale, xq, sf, layout);
-  launch_quantize(q, x.data, pre_quant_scale.data, global_scale.data, xq.data, sf.data, layout, stream);
+  launch_quant_lora("nvfp4_quantize_smooth", q.m, q.k, 0, x.data, pre_quant_scale.data, global_scale.data, xq.data,
+                    sf.data, layout, nullptr, nullptr, stream);
 }
 
 void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const TensorView& weight_sf,
@@ -396,23 +428,10 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   void* xq = ws + wl.xq;
   void* sf = ws + wl.sf;
   void* d = ws + wl.d;
-  // 1. (xq, sf) = quantize_smooth(x)
-  launch_quantize({dm.m, dm.k}, x.data, pre_quant_scale.data, global_scale.data, xq, sf, ScaleLayout::Swizzled128x4,
-                  stream);
-  // 2. d = BF16(x @ l2t_smoothed)
-  {
-    const jit::DeviceTarget& dev = jit::current_device();
-    const registry::Build& build = router::select_lora_down(dev);
-    svdq_k::LoraDownParams p{};
-    p.x = static_cast<const svdq_k::u16*>(x.data);
-    p.l2t = static_cast<const svdq_k::u16*>(l2t_smoothed.data);
-    p.d = static_cast<svdq_k::u16*>(d);
-    p.m = dm.m;
-    p.k = dm.k;
-    p.rank = dm.rank;
-    launch(build, dev, static_cast<unsigned>((dm.m + 63) / 64), static_cast<unsigned>((dm.rank + 63) / 64), stream, &p);
-  }
-  // 3. out = mm_nvfp4_svdquant(xq, weight, sf, weight_sf, alpha, d, l1, bias)
+  // 1. One pass over x: (xq, sf) = quantize_smooth(x) and d = BF16(x @ l2t_smoothed).
+  launch_quant_lora("svdquant_linear", dm.m, dm.k, dm.rank, x.data, pre_quant_scale.data, global_scale.data, xq, sf,
+                    ScaleLayout::Swizzled128x4, l2t_smoothed.data, d, stream);
+  // 2. out = mm_nvfp4_svdquant(xq, weight, sf, weight_sf, alpha, d, l1, bias)
   launch_mm(dm, xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data, stream);
 }
 

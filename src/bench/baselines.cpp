@@ -36,15 +36,14 @@ Cublas::~Cublas() {
 namespace {
 enum : uint64_t { kA = 101, kB, kD, kL1 };
 
-// Fills `buf` with a repeated block of random BF16 values of magnitude [1/16, 1) and random sign. Repeating a 2 MiB
-// block keeps set-up fast for GiB-sized operands; the GEMM's speed depends on the values' bit activity, not on
-// their period.
-void fill_random_bf16(DeviceBuffer& buf, uint64_t seed) {
+}  // namespace
+
+void fill_random_bf16(DeviceBuffer& buf, uint64_t seed, double lo, double hi, bool positive) {
   Rng rng(seed);
   std::vector<uint16_t> block(std::min<int64_t>(buf.bytes() / 2, int64_t(1) << 20));
   for (auto& x : block) {
-    const double mag = 0.0625 + 0.9375 * rng.uniform();
-    x = format::bf16_encode(static_cast<float>(rng.next() & 1 ? -mag : mag));
+    const double mag = lo + (hi - lo) * rng.uniform();
+    x = format::bf16_encode(static_cast<float>(!positive && (rng.next() & 1) ? -mag : mag));
   }
   const int64_t block_bytes = static_cast<int64_t>(block.size() * 2);
   auto* dst = static_cast<uint8_t*>(buf.get());
@@ -54,6 +53,8 @@ void fill_random_bf16(DeviceBuffer& buf, uint64_t seed) {
                "cudaMemcpy (baseline operands)");
   }
 }
+
+namespace {
 
 int as_int(int64_t v, const char* what) {
   if (v < 1 || v > INT_MAX) throw Error(ErrorCode::InvalidArgument, std::string("cuBLAS baseline: ") + what + " = " +

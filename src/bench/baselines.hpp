@@ -10,6 +10,11 @@ struct cublasContext;
 
 namespace svdq::bench {
 
+// Fills `buf` with a repeated block of random BF16 values of magnitude [lo, hi), random sign unless `positive`.
+// Repeating a 2 MiB block keeps set-up fast for GiB-sized operands; a GEMM's speed depends on the values' bit
+// activity, not on their period.
+void fill_random_bf16(DeviceBuffer& buf, uint64_t seed, double lo = 0.0625, double hi = 1.0, bool positive = false);
+
 // Throws svdq::Error(Cuda) naming `call` and the cuBLAS status unless status is CUBLAS_STATUS_SUCCESS (0).
 void check_cublas(int status, const char* call);
 

@@ -38,6 +38,7 @@ namespace {
 
 struct KernelRecord {
   uint64_t start = 0, end = 0;
+  std::string name;
 };
 
 std::mutex g_records_mu;
@@ -61,7 +62,7 @@ void CUPTIAPI on_buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, 
       if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
       // start/end sit at the same offsets in every kernel record version since CUpti_ActivityKernel4.
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-      g_records.push_back({k->start, k->end});
+      g_records.push_back({k->start, k->end, k->name ? std::string(k->name) : std::string()});
     }
   }
   std::free(buffer);
@@ -197,8 +198,10 @@ struct KernelTimer::Impl {
         throw Error(ErrorCode::Cuda, "CUPTI delivered a kernel record without timestamps (rerun with --timer events)");
       if (r.end < t0) continue;
       spans.emplace_back(r.start, r.end);
+      s.detail.push_back({r.name, static_cast<double>(r.end - r.start) * 1e-3, r.start});
       ++s.kernels;
     }
+    std::sort(s.detail.begin(), s.detail.end(), [](const KernelTime& a, const KernelTime& b) { return a.start_ns < b.start_ns; });
     s.us = static_cast<double>(union_length(std::move(spans))) * 1e-3;
     return s;
   }

@@ -22,9 +22,16 @@ struct TimerConfig {
   bool flush_l2 = true;  // off for runs under a profiler that controls caches itself
 };
 
+struct KernelTime {
+  std::string name;  // the kernel's (mangled) name as CUPTI reports it
+  double us = 0.0;   // its duration
+  uint64_t start_ns = 0;
+};
+
 struct Sample {
   double us = 0.0;  // kernel-active microseconds (events: wall time between two events around the launch)
   int kernels = 0;  // kernels CUPTI attributed to the launch; 0 with events
+  std::vector<KernelTime> detail;  // CUPTI: each kernel of the launch in start order; empty with events
 };
 
 // One timer per process at a time: CUPTI activity collection is process-wide.

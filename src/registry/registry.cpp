@@ -16,8 +16,6 @@ namespace svdq::registry {
 const char* program_name(Program p) {
   switch (p) {
     case Program::PortableGemm: return "sm80_svdq_gemm";
-    case Program::Quantize: return "smxx_quantize";
-    case Program::LoraDown: return "smxx_lora_down";
     case Program::Sm90Wgmma: return "sm90_svdq_wgmma";
     case Program::Sm90Ws: return "sm90_svdq_ws";
     case Program::Sm90Swap: return "sm90_svdq_swap";
@@ -25,6 +23,7 @@ const char* program_name(Program p) {
     case Program::Sm90SwapA16: return "sm90_svdq_swap_a16";
     case Program::Sm90Narrow: return "sm90_svdq_narrow";
     case Program::SmxxDecode: return "smxx_svdq_decode";
+    case Program::QuantLora: return "smxx_quant_lora";
   }
   return "unknown";
 }
@@ -215,6 +214,16 @@ Build decode(const std::string& id, int mt, int jt, int warps, int stages) {
   return b;
 }
 
+// Mirrors QuantLoraConfig in kernels/quantize/smxx_quant_lora.cuh (the rendered unit static_asserts the size).
+Build quant_lora(const std::string& id, int stages) {
+  Build b = simple(id, Program::QuantLora, 256);
+  b.bm = 32;
+  b.bn = 64;  // rank columns per CTA
+  b.stages = stages;
+  b.smem_bytes = int64_t(stages) * (32 * 128 + 128 + 64 * 144) + 128 * 4;
+  return b;
+}
+
 std::vector<Build> make_builds() {
   // Append-only: IDs are stable names; never reuse or repurpose one.
   return {
@@ -222,8 +231,8 @@ std::vector<Build> make_builds() {
       gemm("sm80_gemm_bm64_s4_t1", 64, 4, 1),
       gemm("sm80_gemm_bm128_s4_t2", 128, 4, 2),
       gemm("sm80_gemm_bm64_s6_t2", 64, 6, 2),
-      simple("smxx_quantize", Program::Quantize, 128),
-      simple("smxx_lora_down", Program::LoraDown, 256),
+      quant_lora("smxx_quant_lora_s4", 4),
+      quant_lora("smxx_quant_lora_s8", 8),
       sm90("sm90_wgmma_bm128_s4", 4),
       sm90_ws("sm90_ws_bn256_s6_b2", 256, 6, 2),
       sm90_ws("sm90_ws_bn256_s6_b3", 256, 6, 3),
@@ -378,8 +387,10 @@ std::string Build::description() const {
          << tile_bufs << " FP16 tile buffer" << (tile_bufs > 1 ? "s" : "") << ", " << smem_bytes / 1024
          << " KiB smem, sm_" << min_cc << "+";
       break;
-    case Program::Quantize: os << "NVFP4 quantize / quantize_smooth (one thread per 16-element block), sm_" << min_cc << "+"; break;
-    case Program::LoraDown: os << "low-rank down-projection d = x @ l2t (SIMT FP32), sm_" << min_cc << "+"; break;
+    case Program::QuantLora:
+      os << "one pass over x: NVFP4 quantize(_smooth) and d = x @ l2t (mma.sync), " << bm << " rows x " << bn
+         << " rank columns per CTA, " << stages << "-slot cp.async ring, " << smem_bytes / 1024 << " KiB smem, sm_" << min_cc << "+";
+      break;
     case Program::Sm90Wgmma:
       os << "sm_90a wgmma GEMM, tile " << bm << "x" << bn << "x64, 2 warpgroups, " << stages
          << "-stage cp.async ring, dequantization overlapped with async wgmma, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
@@ -574,10 +585,12 @@ std::string render(const Build& b) {
          << "  svdq_k::sm80_svdq_gemm<" << b.bm << ", " << b.bn << ", " << b.stages << ", " << b.tile_bufs
          << ">(p);\n}\n";
       break;
-    case Program::Quantize:
-      os << "#include \"quantize/smxx_quantize.cuh\"\n"
+    case Program::QuantLora:
+      os << "#include \"quantize/smxx_quant_lora.cuh\"\n"
+         << "static_assert(svdq_k::QuantLoraConfig<" << b.stages << ">::kSmem == " << b.smem_bytes
+         << ", \"registry smem_bytes differs from the kernel's\");\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
-         << "(const svdq_k::QuantizeParams p) {\n  svdq_k::smxx_quantize(p);\n}\n";
+         << "(const svdq_k::QuantLoraParams p) {\n  svdq_k::smxx_quant_lora<" << b.stages << ">(p);\n}\n";
       break;
     case Program::Sm90Wgmma:
       os << "#include \"sm90/sm90_svdq_wgmma.cuh\"\n"
@@ -657,11 +670,6 @@ std::string render(const Build& b) {
          << "  svdq_k::smxx_svdq_decode<" << targs << ">(p);\n}\n";
       break;
     }
-    case Program::LoraDown:
-      os << "#include \"quantize/smxx_lora_down.cuh\"\n"
-         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
-         << "(const svdq_k::LoraDownParams p) {\n  svdq_k::smxx_lora_down(p);\n}\n";
-      break;
   }
   return os.str();
 }

@@ -10,8 +10,7 @@ namespace svdq::registry {
 
 enum class Program : int {
   PortableGemm = 0,
-  Quantize = 1,
-  LoraDown = 2,
+  // 1, 2: the former one-thread-per-block quantizer and SIMT lora-down, replaced by QuantLora (10)
   Sm90Wgmma = 3,
   Sm90Ws = 4,
   Sm90Swap = 5,
@@ -19,6 +18,7 @@ enum class Program : int {
   Sm90SwapA16 = 7,
   Sm90Narrow = 8,  // small M, not swapped: all rows of a row tile x BN output columns per CTA
   SmxxDecode = 9,  // decode-sized M, any sm_80+: mma.sync, 8 weight rows per warp, in-register weight dequant
+  QuantLora = 10,  // one pass over x: NVFP4 codes and scales, and d = x @ l2t on tensor cores (either alone too)
 };
 const char* program_name(Program p);
 
@@ -140,7 +140,7 @@ struct IdleSplit {
 constexpr int kIdleConvertersPerColumn = 3;
 IdleSplit idle_split(int tiles_m, int tiles_n, int raster, int grid);
 
-std::string family(const Build& b);       // "sm80_svdq_gemm", "smxx_quantize", "smxx_lora_down"
+std::string family(const Build& b);       // "sm80_svdq_gemm", "smxx_quant_lora", ...
 std::string render(const Build& b);       // the source unit (deterministic bytes)
 std::string unit_name(const Build& b);    // family + "_" + 20 hex digits of the content hash
 // Every kernels/ header the unit includes (transitively), in a stable order.

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <string>
 
+#include "common/checked.hpp"
 #include "common/env.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "svdq/error.hpp"
@@ -176,8 +178,53 @@ int raster_group(const jit::DeviceTarget& dev, const MmShape& s, const registry:
   return heuristic_raster(dev.sm_count, s, b);
 }
 
-const registry::Build& select_quantize(const jit::DeviceTarget&) { return registry::build_by_id("smxx_quantize"); }
-const registry::Build& select_lora_down(const jit::DeviceTarget&) { return registry::build_by_id("smxx_lora_down"); }
+const registry::Build& select_quant_lora(const jit::DeviceTarget& dev) {
+  const registry::Build& deep = registry::build_by_id("smxx_quant_lora_s8");
+  return deep.smem_bytes <= dev.smem_optin && deep.smem_bytes + 1024 <= dev.smem_per_sm
+             ? deep
+             : registry::build_by_id("smxx_quant_lora_s4");
+}
+
+QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) {
+  QuantLoraPlan p;
+  p.row_tiles = checked::ceil_div(m, kQuantLoraRows, "quantize row tiles");
+  const int64_t ktiles64 = checked::ceil_div(k, 64, "quantize K tiles");
+  if (ktiles64 > (int64_t(1) << 30))
+    throw Error(ErrorCode::InvalidArgument, "argument 'x': K = " + std::to_string(k) + " is too large for one launch");
+  const int ktiles = static_cast<int>(ktiles64);
+  p.chunk_tiles = (ktiles + kQuantLoraMaxChunks - 1) / kQuantLoraMaxChunks;
+  p.chunks = (ktiles + p.chunk_tiles - 1) / p.chunk_tiles;
+  p.chunks_per_split = p.chunks;
+  if (rank > 0) {
+    p.rank_tiles = static_cast<int>((rank + kQuantLoraRankTile - 1) / kQuantLoraRankTile);
+    const int64_t units = checked::mul(p.row_tiles, p.rank_tiles, "quantize units");
+    // Split only where the tiles would leave more than a quarter of the SMs idle: the partial sums add
+    // chunks x r x 4 bytes per row of traffic, cheap for small M, not at M where the tiles fill the GPU.
+    if (4 * units < 3 * int64_t(sm_count)) {
+      const int64_t want = (2 * int64_t(sm_count) + units - 1) / units;
+      const int splits = static_cast<int>(std::min<int64_t>(want, p.chunks));
+      p.chunks_per_split = (p.chunks + splits - 1) / splits;
+      p.splits = (p.chunks + p.chunks_per_split - 1) / p.chunks_per_split;
+    }
+    if (p.splits > 1) {
+      p.part_bytes = checked::mul(checked::mul(p.chunks, checked::mul(p.row_tiles, kQuantLoraRows, "partial rows"), "partials"),
+                                  checked::mul(rank, 4, "partial row bytes"), "partial sums bytes");
+      p.flag_bytes = checked::mul(checked::mul(units, p.splits, "split flags"), 8, "split flags bytes");
+    }
+    p.grid = checked::mul(units, p.splits, "quantize grid");
+  } else {
+    // Quantization alone: K ranges need no reduction, so short row counts are cut along K until about four CTAs
+    // per SM run (a partial last wave of few, long CTAs would leave most SMs idle at its end).
+    if (p.row_tiles < 4 * int64_t(sm_count)) {
+      const int64_t want = (4 * int64_t(sm_count) + p.row_tiles - 1) / p.row_tiles;
+      const int splits = static_cast<int>(std::min<int64_t>(want, p.chunks));
+      p.chunks_per_split = (p.chunks + splits - 1) / splits;
+      p.splits = (p.chunks + p.chunks_per_split - 1) / p.chunks_per_split;
+    }
+    p.grid = checked::mul(p.row_tiles, p.splits, "quantize grid");
+  }
+  return p;
+}
 const registry::Build& select_dequant_fp16(const jit::DeviceTarget&, const registry::Build& gemm) {
   return registry::dequant_fp16_for(gemm);
 }

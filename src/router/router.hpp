@@ -13,8 +13,9 @@ namespace svdq::router {
 
 // SVDQ_FORCE_BUILD=<build id> overrides the choice (used to compare builds); an unknown or unusable ID is an error.
 const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& shape);
-const registry::Build& select_quantize(const jit::DeviceTarget& dev);
-const registry::Build& select_lora_down(const jit::DeviceTarget& dev);
+// The one-pass program over x (quantization, d = x @ l2t, or both): the deeper ring where the device's shared
+// memory holds it.
+const registry::Build& select_quant_lora(const jit::DeviceTarget& dev);
 const registry::Build& select_dequant_fp16(const jit::DeviceTarget& dev, const registry::Build& gemm);
 
 // Tile rasterization of build `b` on a shape: row tiles per raster group (0 = row-major tile order), used by the
@@ -32,6 +33,19 @@ constexpr int kRasterRows = 32;
 constexpr int64_t kSwapMaxM = 256;
 // Largest M the heuristic sends to the decode program off Hopper (measured against the portable builds up to 32).
 constexpr int64_t kDecodeMaxM = 32;
+
+// How the one-pass program cuts its work (kernels/quantize/smxx_quant_lora.cuh): 32-row tiles, rank tiles of 64,
+// K cut into at most 16 chunks of whole 64-K tiles (set by K alone, so d's arithmetic does not depend on M); where
+// the row and rank tiles leave SMs idle, each tile's chunks are split over several CTAs (`splits`), whose FP32
+// partial sums take part_bytes of scratch plus flag_bytes of flags.
+struct QuantLoraPlan {
+  int64_t row_tiles = 0;
+  int rank_tiles = 1, splits = 1, chunk_tiles = 1, chunks = 1, chunks_per_split = 1;
+  int64_t grid = 0, part_bytes = 0, flag_bytes = 0;
+};
+constexpr int kQuantLoraRows = 32, kQuantLoraRankTile = 64, kQuantLoraMaxChunks = 16;
+// rank = 0: quantization alone (no partial sums: short row counts are simply cut along K).
+QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count);
 
 // Pure heuristic, testable without a device: (cc, sm_count, smem_per_sm, smem_optin, shape) -> build id.
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& shape);

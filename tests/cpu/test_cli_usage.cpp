@@ -41,7 +41,7 @@ TEST(CliUsage, TuneRejectsUnknownAndNonGemmBuilds) {
   EXPECT_EQ(r.code, 64) << r.out;
   EXPECT_NE(r.out.find("no_such_build"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--builds"), std::string::npos) << r.out;
-  r = run_cli("tune --out " + out.string() + " --builds smxx_quantize");
+  r = run_cli("tune --out " + out.string() + " --builds smxx_quant_lora_s4");
   EXPECT_EQ(r.code, 64) << r.out;
   EXPECT_NE(r.out.find("not a GEMM build"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(out));

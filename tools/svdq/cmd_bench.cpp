@@ -14,6 +14,7 @@
 #include "bench/baselines.hpp"
 #include "bench/problem.hpp"
 #include "bench/suite.hpp"
+#include "bench_layer.hpp"
 #include "bench/timer.hpp"
 #include "common/env.hpp"
 #include "jit/kernel_cache.hpp"
@@ -275,8 +276,36 @@ void add_bench(CLI::App& app, int* exit_code, const std::string& command_line) {
   sub->add_option("--routes-a", o->routes_a,
                   "Route table A for an A/B comparison (a file from `svdq tune`, or none = heuristic only)");
   sub->add_option("--routes-b", o->routes_b, "Route table B for an A/B comparison (rows where A and B agree get ‡)");
-  sub->callback([o, exit_code, command_line] {
-    *exit_code = guarded("bench", [&] { return run_bench(*o, command_line); });
+  auto lo = std::make_shared<LayerBenchOptions>();
+  auto layer = std::make_shared<bool>(false);
+  sub->add_flag("--layer", *layer,
+                "Time the whole svdquant_linear against cuBLAS BF16 x·Wᵀ+b and the quantize + cuBLAS lora-down + GEMM "
+                "chain, with each kernel of the layer (default shapes: the layer issue's rows)");
+  sub->add_flag("--quantize", lo->quantize, "Time nvfp4_quantize_smooth alone against the device copy rate");
+  sub->add_option("--workload", lo->workload, "With --layer: a SPEC §6 workload (flux1-1024, llm8b-decode, llm8b-prefill), "
+                                              "its rows with counts and the weighted total")
+      ->check(CLI::IsMember({"flux1-1024", "llm8b-decode", "llm8b-prefill"}));
+  sub->callback([o, lo, layer, exit_code, command_line] {
+    if (*layer || lo->quantize) {
+      lo->shapes = o->shapes;
+      lo->repeats = o->repeats;
+      lo->warmup = o->warmup;
+      lo->sessions = o->sessions;
+      lo->no_flush = o->no_flush;
+      lo->seed = o->seed;
+      lo->timer = o->timer;
+      if (o->csv != "svdq_bench.csv") lo->csv = o->csv;
+      *exit_code = guarded("bench", [&] {
+        if (*layer && lo->quantize) throw Error(ErrorCode::InvalidArgument, "arguments '--layer' and '--quantize' exclude each other");
+        if (o->ab()) throw Error(ErrorCode::InvalidArgument, "arguments '--routes-a/b' apply to the GEMM bench, not --layer / --quantize");
+        return run_bench_layer(*lo, command_line);
+      });
+      return;
+    }
+    *exit_code = guarded("bench", [&] {
+      if (!lo->workload.empty()) throw Error(ErrorCode::InvalidArgument, "argument '--workload' needs '--layer'");
+      return run_bench(*o, command_line);
+    });
   });
 }
 

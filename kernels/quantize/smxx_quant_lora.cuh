@@ -1,0 +1,330 @@
+// One pass over the activations x (bf16 [M, K]) for svdquant_linear, and the NVFP4 quantizer on its own:
+//   - (xq, sf) = the SPEC §1 quantization of x (or of BF16(x * pqs)), byte-identical to the host reference;
+//   - d = BF16(x @ l2t) on tensor cores (mma.sync m16n8k16, BF16 in, FP32 accumulators), l2t bf16 [K, r].
+// A CTA takes 32 rows, one rank tile of at most 64 columns and a range of K chunks; K tiles of 64 stream through a
+// cp.async ring of STAGES slots (x, pqs and the l2t tile of each K tile). In each K tile every thread quantizes half
+// a 16-element block (the two halves of a block are neighbouring lanes), then every warp runs its mma steps.
+//
+// d's arithmetic depends on K alone: K is cut into `chunks` chunks of `chunk_tiles` K tiles (set by K); each chunk
+// is one tensor-core chain in K order, and d = (((0 + P0) + P1) + ...) in FP32, chunk by chunk, then one BF16
+// rounding. A CTA holding every chunk of its rows adds them in registers; where M leaves SMs idle, the chunks are
+// split over `splits` CTAs that store each chunk's partial sums in scratch, and the last CTA of the rows adds them
+// in the same order. So d is run-to-run deterministic and a row's d does not depend on M or on the split.
+#pragma once
+#include "common/sm80_ptx.cuh"
+#include "common/smxx_nvfp4_codec.cuh"
+#include "common/smxx_params.cuh"
+
+namespace svdq_k {
+
+template <int STAGES>
+struct QuantLoraConfig {
+  static constexpr int kRows = 32, kThreads = 256, kRankTile = 64;
+  static constexpr int kXBytes = kRows * 128;             // 32 rows x 64 BF16, 16-byte chunks XOR-swizzled by row
+  static constexpr int kPqsBytes = 128;                   // 64 BF16
+  static constexpr int kL2tStride = kRankTile * 2 + 16;   // 144: ldmatrix.trans rows fall on distinct banks
+  static constexpr int kL2tBytes = 64 * kL2tStride;
+  static constexpr int kStage = kXBytes + kPqsBytes + kL2tBytes;
+  static constexpr int kTableBytes = 128 * 4;             // the launch's gs / scale for every E4M3 code
+  static constexpr int kSmem = STAGES * kStage + kTableBytes;
+  static_assert(STAGES >= 2, "the ring needs two slots");
+  static_assert(kStage % 128 == 0, "slots stay 128-byte aligned");
+};
+
+SVDQ_DEV void ldmatrix_x2_trans(u32 addr, u32& r0, u32& r1) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+// max that returns NaN when either operand is NaN (sm_80+): one instruction gives the block's amax and tells
+// whether the block holds a NaN (then the reference path runs).
+SVDQ_DEV float max_nan(float a, float b) {
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+SVDQ_DEV u32 cvt_bf16x2(float hi, float lo) {  // RNE, as bf16_from_float for every non-NaN value
+  u32 d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+SVDQ_DEV void st_release_u64(u64* p, u64 v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
+SVDQ_DEV u64 ld_acquire_u64(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+SVDQ_DEV u32 e4m3_from_nonneg(float x) {  // e4m3_from_float for x >= 0 (inf and NaN included)
+#if __CUDA_ARCH__ >= 890
+  unsigned short h;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(h) : "f"(0.0f), "f"(x));
+  return h & 0xFFu;
+#else
+  return e4m3_from_float(x);
+#endif
+}
+
+SVDQ_DEV u32 fma_bf16x2(u32 a, u32 b, u32 c) {  // per half: BF16(a * b + c), rounded once
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// Half of a 16-element block (v: 8 values, already smoothed; the other half in the neighbouring lane, lane ^ 1) ->
+// its 8 codes (element i in bits 4i..4i+3) and the block's scale, as quantize_block16 on the whole block.
+// inv_scale[s] = div_rn(gs, e4m3_to_float(s)) for the launch's gs. `exact` holds the values as the reference computes
+// them (x * pqs in FP32, rounded to BF16) when v came from the packed BF16 product, which differs from it only
+// where |x * pqs| < 2^-126: those blocks (0 < amax < 2^-118), blocks with a NaN or Inf, and non-finite or negative
+// scale products take the reference steps.
+struct HalfBlock {
+  u32 codes, scale;
+};
+template <class Exact>
+SVDQ_DEV HalfBlock quantize_half_block(float* v, float gs, const float* inv_scale, bool smoothed, Exact exact) {
+  const u32 lane = threadIdx.x & 31u, pair = 3u << (lane & ~1u);
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) amax = max_nan(amax, fabsf(v[i]));
+  amax = max_nan(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+  const bool tiny = smoothed && amax > 0.0f && amax < 3.3881318e-36f;  // 2^-118
+  u32 s = 0x7Fu;
+  if (amax <= 3.40282347e38f && !tiny) s = e4m3_from_nonneg(mul_rn(gs, div6_bf16(amax)));
+  HalfBlock out{0u, s};
+  if (s == 0) return out;
+  const float mul = inv_scale[s & 0x7Fu];
+  if (s < 0x7Fu && mul <= 3.40282347e38f) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out.codes |= e2m1_from_float_fast(mul_rn(v[i], mul)) << (4 * i);
+    return out;
+  }
+  // The reference steps (quantize_block16), both lanes of the block together.
+  if (smoothed) exact(v);
+  float a = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) a = max_ignore_nan(a, abs_f(v[i]));
+  a = max_ignore_nan(a, __shfl_xor_sync(pair, a, 1));
+  out.scale = e4m3_from_float(mul_rn(gs, div_rn(a, 6.0f)));
+  const float sv = e4m3_to_float(out.scale);
+  out.codes = 0u;
+  if (sv == 0.0f) return out;
+  const float m = div_rn(gs, sv);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out.codes |= e2m1_from_float(mul_rn(v[i], m)) << (4 * i);
+  return out;
+}
+
+template <int STAGES>
+SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
+  using C = QuantLoraConfig<STAGES>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // Block order: splits fastest, then rank tiles, then row tiles; a split's last CTA (the one that adds the
+  // partial sums) has the highest index of its rows, so the CTAs it waits for were scheduled before it.
+  const i64 bid = blockIdx.x;
+  const int split = static_cast<int>(bid % p.splits);
+  const i64 unit = bid / p.splits;
+  const int rk = static_cast<int>(unit % p.rank_tiles);
+  const i64 rt = unit / p.rank_tiles;
+  const i64 m0 = rt * C::kRows;
+  const int ktiles = static_cast<int>((p.k + 63) / 64);
+  const int c0 = split * p.chunks_per_split;
+  const int c1 = c0 + p.chunks_per_split < p.chunks ? c0 + p.chunks_per_split : p.chunks;
+  const int kt0 = c0 * p.chunk_tiles;
+  const int kt1 = c1 * p.chunk_tiles < ktiles ? c1 * p.chunk_tiles : ktiles;
+  const bool quant = p.xq != nullptr && rk == 0;
+  const bool lora = p.l2t != nullptr;
+  const int r0 = rk * C::kRankTile;
+  const int rcols = lora ? (p.rank - r0 < C::kRankTile ? p.rank - r0 : C::kRankTile) : 0;  // a multiple of 16
+  const u32 sbase = smem_addr(smem);
+
+  const auto load = [&](int kt, int slot) {
+    const u32 st = sbase + slot * C::kStage;
+    const i64 k0 = static_cast<i64>(kt) * 64;
+    {
+      const int row = tid >> 3, ch = tid & 7;
+      const i64 m = m0 + row, k = k0 + ch * 8;
+      const bool ok = m < p.m && k < p.k;
+      cp_async_16(st + row * 128 + ((ch ^ (row & 7)) << 4), ok ? p.x + m * p.k + k : p.x, ok ? 16 : 0);
+    }
+    if (quant && p.pqs != nullptr && tid < 8) {
+      const i64 k = k0 + tid * 8;
+      const bool ok = k < p.k;
+      cp_async_16(st + C::kXBytes + tid * 16, ok ? p.pqs + k : p.pqs, ok ? 16 : 0);
+    }
+    if (lora) {
+      const int per_row = rcols / 8;
+      for (int e = tid; e < 64 * per_row; e += C::kThreads) {
+        const int row = e / per_row, ch = e - row * per_row;
+        const i64 k = k0 + row;
+        const bool ok = k < p.k;
+        cp_async_16(st + C::kXBytes + C::kPqsBytes + row * C::kL2tStride + ch * 16,
+                    ok ? p.l2t + k * p.rank + r0 + ch * 8 : p.l2t, ok ? 16 : 0);
+      }
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (kt0 + s < kt1) load(kt0 + s, s);
+    cp_async_commit();
+  }
+
+  // mma: warp w takes rows 16 (w & 1).. and the n8 tiles (w >> 1) + 4i of the rank tile.
+  const int mi = warp & 1, nq = warp >> 1, t8 = rcols / 8;
+  float acc[2][4], tot[2][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[i][e] = tot[i][e] = 0.0f;
+  const i64 m_pad = p.row_tiles * C::kRows;
+  const float gs = quant ? *p.global_scale : 0.0f;
+  float* inv_scale = reinterpret_cast<float*>(smem + STAGES * C::kStage);
+  if (quant && tid < 128) inv_scale[tid] = div_rn(gs, e4m3_to_float(static_cast<u32>(tid)));  // read after a barrier
+  // The thread's half block: row tid / 8, K elements 8 (tid % 8).. of each K tile (block (tid % 8) / 2).
+  const int qrow = tid >> 3, qch = tid & 7;
+  const i64 qm = m0 + qrow;
+  const i64 row_group = (p.sf_cols / 4) * 512;  // swizzled: bytes per 128 rows
+
+  for (int kt = kt0; kt < kt1; ++kt) {
+    const int it = kt - kt0, slot = it % STAGES;
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    {
+      const int next = kt + STAGES - 1;
+      if (next < kt1) load(next, (it + STAGES - 1) % STAGES);
+      cp_async_commit();
+    }
+    const u32 st = sbase + slot * C::kStage;
+    if (quant) {
+      const unsigned char* stage = smem + slot * C::kStage;
+      const uint4 xw = *reinterpret_cast<const uint4*>(stage + qrow * 128 + ((qch ^ (qrow & 7)) << 4));
+      u32 w[4] = {xw.x, xw.y, xw.z, xw.w};
+      const bool smoothed = p.pqs != nullptr;
+      uint4 pw = make_uint4(0u, 0u, 0u, 0u);
+      if (smoothed) {  // x * pqs rounded to BF16 first, as quantizing the pre-smoothed tensor
+        pw = *reinterpret_cast<const uint4*>(stage + C::kXBytes + qch * 16);
+        w[0] = fma_bf16x2(w[0], pw.x, 0x80008000u);  // (-0 addend: a zero product keeps its sign)
+        w[1] = fma_bf16x2(w[1], pw.y, 0x80008000u);
+        w[2] = fma_bf16x2(w[2], pw.z, 0x80008000u);
+        w[3] = fma_bf16x2(w[3], pw.w, 0x80008000u);
+      }
+      float v[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        v[2 * i] = f32_from_bits(w[i] << 16);
+        v[2 * i + 1] = f32_from_bits(w[i] & 0xFFFF0000u);
+      }
+      const HalfBlock b = quantize_half_block(v, gs, inv_scale, smoothed, [&](float* e) {
+        const u32 xs[4] = {xw.x, xw.y, xw.z, xw.w}, ps[4] = {pw.x, pw.y, pw.z, pw.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          e[2 * i] = bf16_to_float(bf16_from_float(mul_rn(f32_from_bits(xs[i] << 16), f32_from_bits(ps[i] << 16))));
+          e[2 * i + 1] = bf16_to_float(
+              bf16_from_float(mul_rn(f32_from_bits(xs[i] & 0xFFFF0000u), f32_from_bits(ps[i] & 0xFFFF0000u))));
+        }
+      });
+      const i64 k = static_cast<i64>(kt) * 64 + qch * 8;
+      if (qm < p.m && k < p.k) *reinterpret_cast<u32*>(p.xq + qm * (p.k / 2) + k / 2) = b.codes;
+      if (p.swizzled) {
+        // The 4 scales of a row in one K tile are one aligned word of the 128x4 layout.
+        const u32 s1 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 2), s2 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 4),
+                  s3 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 6);
+        const i64 word = static_cast<i64>(kt) * 512;
+        if (qch == 0 && qm < p.sf_rows)
+          *reinterpret_cast<u32*>(p.sf + (qm / 128) * row_group + word + (qm % 32) * 16 + ((qm % 128) / 32) * 4) =
+              b.scale | (s1 << 8) | (s2 << 16) | (s3 << 24);
+        // The last row tile also writes the zero words of the padding rows past it (M < rows < 128 ceil(M / 128)).
+        for (i64 r = (rt + 1) * C::kRows + tid; rt + 1 == p.row_tiles && r < p.sf_rows; r += C::kThreads)
+          *reinterpret_cast<u32*>(p.sf + (r / 128) * row_group + word + (r % 32) * 16 + ((r % 128) / 32) * 4) = 0u;
+      } else if ((qch & 1) == 0 && qm < p.m && k < p.k) {
+        p.sf[qm * p.sf_cols + k / 16] = static_cast<u8>(b.scale);
+      }
+    }
+    if (!lora) continue;
+    const u32 ls = st + C::kXBytes + C::kPqsBytes;
+#pragma unroll
+    for (int k16 = 0; k16 < 4; ++k16) {
+      u32 a[4];
+      const int arow = mi * 16 + (lane & 15), ach = k16 * 2 + (lane >> 4);
+      ldmatrix_x4(st + arow * 128 + ((ach ^ (arow & 7)) << 4), a[0], a[1], a[2], a[3]);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int nt = nq + 4 * i;
+        if (nt >= t8) break;
+        u32 b0, b1;
+        ldmatrix_x2_trans(ls + (k16 * 16 + (lane & 15)) * C::kL2tStride + nt * 16, b0, b1);
+        mma_bf16_16816(acc[i], a, b0, b1);
+      }
+    }
+    if ((kt + 1) % p.chunk_tiles == 0 || kt + 1 == kt1) {  // the end of a chunk
+      if (p.splits == 1) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) tot[i][e] = __fadd_rn(tot[i][e], acc[i][e]);
+      } else {
+        const i64 c = kt / p.chunk_tiles;
+        const i64 m = m0 + mi * 16 + (lane >> 2);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int nt = nq + 4 * i;
+          if (nt >= t8) break;
+          float* dst = p.part + (c * m_pad + m) * p.rank + r0 + nt * 8 + 2 * (lane & 3);
+          *reinterpret_cast<float2*>(dst) = make_float2(acc[i][0], acc[i][1]);
+          *reinterpret_cast<float2*>(dst + 8 * p.rank) = make_float2(acc[i][2], acc[i][3]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
+    }
+  }
+  cp_async_wait<0>();
+  if (!lora) return;
+
+  if (p.splits == 1) {
+    const i64 m = m0 + mi * 16 + (lane >> 2);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int nt = nq + 4 * i;
+      if (nt >= t8) break;
+      const i64 col = r0 + nt * 8 + 2 * (lane & 3);
+      if (m < p.m)
+        *reinterpret_cast<u32*>(p.d + m * p.rank + col) = bf16_from_float(tot[i][0]) | (bf16_from_float(tot[i][1]) << 16);
+      if (m + 8 < p.m)
+        *reinterpret_cast<u32*>(p.d + (m + 8) * p.rank + col) =
+            bf16_from_float(tot[i][2]) | (bf16_from_float(tot[i][3]) << 16);
+    }
+    return;
+  }
+
+  // Split: publish this CTA's partial sums; the last CTA of the rows waits for the others and adds every chunk's
+  // partial sums in chunk order.
+  __threadfence();
+  __syncthreads();
+  u64* flags = p.flags + unit * p.splits;
+  if (split + 1 < p.splits) {
+    if (tid == 0) {
+      __threadfence();
+      st_release_u64(flags + split, p.epoch);
+    }
+    return;
+  }
+  if (tid == 0)
+    for (int s = 0; s < split; ++s)
+      while (ld_acquire_u64(flags + s) != p.epoch) {
+      }
+  __syncthreads();
+  for (int e = tid; e < C::kRows * rcols; e += C::kThreads) {
+    const int row = e / rcols, col = e - row * rcols;
+    const i64 m = m0 + row;
+    if (m >= p.m) continue;
+    float sum = 0.0f;
+    for (int c = 0; c < p.chunks; ++c) sum = __fadd_rn(sum, __ldcg(p.part + (c * m_pad + m) * p.rank + r0 + col));
+    p.d[m * p.rank + r0 + col] = static_cast<u16>(bf16_from_float(sum));
+  }
+}
+
+}  // namespace svdq_k

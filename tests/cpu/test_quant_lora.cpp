@@ -1,0 +1,132 @@
+// The one-pass program over x (kernels/quantize/smxx_quant_lora.cuh): its fast scalar steps against the reference
+// codec they replace (compiled here for the host from the same header), and the host's plan of its work.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "../test_util.hpp"
+#include "common/smxx_nvfp4_codec.cuh"
+#include "router/router.hpp"
+
+namespace {
+
+namespace k = svdq_k;
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Every float in [-16, 16] whose low 12 mantissa bits are 0, 1, 0x7FF, 0x800, 0x801 or 0xFFF (each E2M1 tie point and
+// its neighbours in every binade among them), then every float within 64 ulps of each tie point, of 6, 2, 4 and 0.
+TEST(QuantLoraCodec, FastE2M1MatchesTheReferenceEncoder) {
+  int64_t checked = 0;
+  for (uint32_t hi = 0; hi < (1u << 20); ++hi)
+    for (uint32_t lo : {0u, 1u, 0x7FFu, 0x800u, 0x801u, 0xFFFu}) {
+      for (uint32_t sign : {0u, 0x80000000u}) {
+        const uint32_t u = sign | (hi << 12) | lo;
+        const float x = from_bits(u);
+        if (std::isnan(x) || std::fabs(x) > 16.0f) continue;
+        ASSERT_EQ(k::e2m1_from_float_fast(x), k::e2m1_from_float(x)) << std::hexfloat << x;
+        ++checked;
+      }
+    }
+  const float points[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f};
+  for (float p : points)
+    for (int d = -64; d <= 64; ++d)
+      for (float s : {1.0f, -1.0f}) {
+        const float x = s * from_bits(static_cast<uint32_t>(static_cast<int64_t>(k::f32_bits(p)) + d));
+        if (std::isnan(x)) continue;
+        ASSERT_EQ(k::e2m1_from_float_fast(x), k::e2m1_from_float(x)) << std::hexfloat << x;
+        ++checked;
+      }
+  // Saturation: everything above 6, infinities included.
+  for (float x : {6.5f, 100.0f, 3.0e38f, std::numeric_limits<float>::infinity()}) {
+    EXPECT_EQ(k::e2m1_from_float_fast(x), 7u);
+    EXPECT_EQ(k::e2m1_from_float_fast(-x), 15u);
+  }
+  EXPECT_GT(checked, 1000000);
+}
+
+TEST(QuantLoraCodec, DivideBySixIsCorrectlyRoundedForEveryBf16) {
+  for (uint32_t h = 0; h < 0x7F80u; ++h) {  // every non-negative finite BF16 (amax is one of the block's values)
+    const float a = from_bits(h << 16);
+    const float got = k::div6_bf16(a), want = a / 6.0f;
+    ASSERT_EQ(k::f32_bits(got), k::f32_bits(want)) << std::hexfloat << a;
+  }
+}
+
+TEST(QuantLoraPlan, QuantizationAloneCutsKOnlyForShortRowCounts) {
+  auto p = svdq::router::plan_quant_lora(4096, 3072, 0, 132);  // 128 row tiles: about 4 CTAs per SM
+  EXPECT_EQ(p.row_tiles, 128);
+  EXPECT_GT(p.splits, 1);
+  EXPECT_EQ(p.grid, p.row_tiles * p.splits);
+  EXPECT_EQ(p.part_bytes, 0);
+  EXPECT_EQ(p.flag_bytes, 0);
+  p = svdq::router::plan_quant_lora(65536, 3072, 0, 132);  // 2048 row tiles: whole rows
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.grid, 2048);
+  p = svdq::router::plan_quant_lora(1, 32, 0, 132);  // one K tile: nothing to cut
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.grid, 1);
+}
+
+TEST(QuantLoraPlan, ChunksDependOnKAloneAndCoverIt) {
+  for (int64_t k : {32, 64, 96, 3072, 3104, 4096, 12288, 14336, 65536}) {
+    const int ktiles = static_cast<int>((k + 63) / 64);
+    int chunk_tiles = -1, chunks = -1;
+    for (int64_t m : {1, 16, 77, 129, 512, 4096, 4608, 100000}) {
+      for (int64_t r : {0, 16, 32, 48, 128, 256}) {
+        const auto p = svdq::router::plan_quant_lora(m, k, r, 132);
+        if (chunk_tiles < 0) {
+          chunk_tiles = p.chunk_tiles;
+          chunks = p.chunks;
+        }
+        EXPECT_EQ(p.chunk_tiles, chunk_tiles) << "k " << k << " m " << m << " r " << r;
+        EXPECT_EQ(p.chunks, chunks);
+        EXPECT_LE(p.chunks, svdq::router::kQuantLoraMaxChunks);
+        EXPECT_GE(p.chunks * p.chunk_tiles, ktiles);
+        EXPECT_LT((p.chunks - 1) * p.chunk_tiles, ktiles);  // no empty chunk
+        // The splits cover every chunk once, none empty.
+        EXPECT_GE(p.splits * p.chunks_per_split, p.chunks);
+        EXPECT_LT((p.splits - 1) * p.chunks_per_split, p.chunks);
+        EXPECT_EQ(p.rank_tiles, r == 0 ? 1 : (r + 63) / 64);
+        EXPECT_EQ(p.grid, p.row_tiles * p.rank_tiles * p.splits);
+        if (p.splits > 1 && r > 0) {
+          EXPECT_EQ(p.part_bytes, p.chunks * p.row_tiles * 32 * r * 4);
+          EXPECT_EQ(p.flag_bytes, p.row_tiles * p.rank_tiles * p.splits * 8);
+        } else {
+          EXPECT_EQ(p.part_bytes, 0);
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantLoraPlan, SplitsOnlyWhereTheTilesLeaveSmsIdle) {
+  // Decode: one row tile, K split over every chunk.
+  auto p = svdq::router::plan_quant_lora(1, 4096, 32, 132);
+  EXPECT_EQ(p.chunks, 16);
+  EXPECT_EQ(p.splits, 16);
+  EXPECT_GE(p.grid, 16);
+  // 512 rows: 16 row tiles, split so about two CTAs per SM run.
+  p = svdq::router::plan_quant_lora(512, 12288, 32, 132);
+  EXPECT_GT(p.splits, 1);
+  EXPECT_GE(p.grid, 132);
+  // Large M: the row tiles fill the GPU, no partial sums.
+  p = svdq::router::plan_quant_lora(4096, 3072, 32, 132);
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.part_bytes, 0);
+  p = svdq::router::plan_quant_lora(4608, 12288, 128, 132);
+  EXPECT_EQ(p.splits, 1);
+}
+
+TEST(QuantLoraPlan, ShapeArithmeticIsChecked) {
+  EXPECT_THROW(svdq::router::plan_quant_lora(1, int64_t(1) << 40, 32, 132), svdq::Error);
+}
+
+}  // namespace
