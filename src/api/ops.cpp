@@ -3,6 +3,7 @@
 #include <atomic>
 #include <vector>
 
+#include "api/pdl.hpp"
 #include "api/validate.hpp"
 #include "common/checked.hpp"
 #include "common/env.hpp"
@@ -68,7 +69,7 @@ void with_fp16_copies(const jit::DeviceTarget& dev, Stream stream, const std::ve
   jit::get_kernel(build, dev);
   // The GEMM by programmatic dependent launch (unless SVDQ_PDL=0): its CTAs start while the last copy is written;
   // its producers wait for it (griddepcontrol.wait); an earlier copy's launch completed before the last one began.
-  const bool pdl = env::get_bool("SVDQ_PDL", true);
+  const bool pdl = api::pdl_enabled();
   const CUstream cs = reinterpret_cast<CUstream>(stream);
   std::vector<void*> copies;
   try {
@@ -275,7 +276,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       q.m = rows1;
       q.k = k;
       if (dq_blocks > 0) launch(dq, dev, static_cast<unsigned>(dq_blocks), 1, stream, &q);
-      launch(build, dev, gx, gy, stream, &wp, dq_blocks > 0 && env::get_bool("SVDQ_PDL", true));
+      launch(build, dev, gx, gy, stream, &wp, dq_blocks > 0 && api::pdl_enabled());
     } catch (...) {
       jit::scratch_free(scratch, cs);
       throw;

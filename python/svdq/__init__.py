@@ -1,0 +1,45 @@
+"""svdq: the NVFP4 SVDQuant linear layer, out = BF16(alpha·(deq(A)·deq(B)ᵀ + D·L1ᵀ) + bias), on Hopper (sm_90a) and
+any sm_80+ GPU, with FlashInfer's function names and signatures:
+
+    svdq.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias=None, out=None, enable_pdl=None)
+    svdq.nvfp4_quantize(x, global_scale, layout="128x4", enable_pdl=None) -> (xq, sf)
+    svdq.nvfp4_quantize_smooth(x, pre_quant_scale, global_scale, layout="128x4", enable_pdl=None) -> (xq, sf)
+    svdq.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale,
+                         bias=None, enable_pdl=None)
+
+Arrays are torch CUDA tensors or CuPy arrays (through DLPack, no copies); results come back in the caller's type,
+computed on its current stream. With torch installed the ops are torch custom ops (torch.ops.svdq.*) with fake
+implementations. svdq.nn holds SVDQuantLinear and quantize_model; svdq.quant the host-side quantization of weights.
+Kernels are compiled at first use with NVRTC and cached on disk (SVDQ_CACHE_DIR).
+"""
+
+from . import _C
+from ._api import (
+    LINEAR,
+    SWIZZLED,
+    device_info,
+    gpu_available,
+    mm_nvfp4_svdquant,
+    nvfp4_quantize,
+    nvfp4_quantize_smooth,
+    scale_buffer_bytes,
+    svdquant_linear,
+    svdquant_linear_workspace_size,
+)
+
+__version__ = _C.version().split(" ")[0]
+version = _C.version  # "0.1.0 (commit ...)"
+
+__all__ = [
+    "LINEAR",
+    "SWIZZLED",
+    "device_info",
+    "gpu_available",
+    "mm_nvfp4_svdquant",
+    "nvfp4_quantize",
+    "nvfp4_quantize_smooth",
+    "scale_buffer_bytes",
+    "svdquant_linear",
+    "svdquant_linear_workspace_size",
+    "version",
+]

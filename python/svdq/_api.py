@@ -1,0 +1,177 @@
+"""FlashInfer's Python signatures over svdq._C: arrays of any DLPack framework in, the caller's array type out.
+
+torch tensors run on torch's current stream (and, once ``svdq`` has registered its torch ops, go through them, so
+``torch.compile`` and CUDA graphs see one op); CuPy arrays on CuPy's current stream (BF16 tensors as ``uint16``
+arrays: CuPy has no bfloat16). Nothing is copied.
+"""
+
+from __future__ import annotations
+
+from . import _C
+
+SWIZZLED = "128x4"
+LINEAR = "linear"
+_LAYOUTS = {SWIZZLED: 0, LINEAR: 1}
+
+
+def _framework(x) -> str:
+    mod = type(x).__module__
+    for name in ("torch", "cupy", "numpy", "jax", "jaxlib"):
+        if mod == name or mod.startswith(name + "."):
+            return "jax" if name == "jaxlib" else name
+    return "other"
+
+
+def _layout(layout) -> int:
+    if layout not in _LAYOUTS:
+        raise ValueError(f"argument 'layout' must be one of {sorted(_LAYOUTS)}, got {layout!r}")
+    return _LAYOUTS[layout]
+
+
+def _pdl(enable_pdl) -> int:
+    if enable_pdl is None:
+        return -1
+    if not isinstance(enable_pdl, bool):
+        raise TypeError(f"argument 'enable_pdl' must be None or a bool, got {type(enable_pdl).__name__}")
+    return int(enable_pdl)
+
+
+class _Alloc:
+    """Allocates outputs in the framework of `like` on its device, and names its current stream."""
+
+    def __init__(self, fn: str, like):
+        self.kind = _framework(like)
+        self.like = like
+        if self.kind == "torch":
+            import torch
+
+            self.torch = torch
+            if like.device.type != "cuda":
+                raise TypeError(f"{fn}: argument {_first_arg(fn)!r} is a torch tensor on {like.device}; svdq needs CUDA "
+                                "device memory")
+            self.stream = torch.cuda.current_stream(like.device).cuda_stream
+        elif self.kind == "cupy":
+            import cupy
+
+            self.cupy = cupy
+            self.stream = cupy.cuda.get_current_stream().ptr
+        elif self.kind == "numpy":
+            raise TypeError(f"{fn}: argument {_first_arg(fn)!r} is a NumPy array in host memory; svdq needs CUDA "
+                            "device memory (a torch CUDA tensor or a CuPy array)")
+        else:
+            raise TypeError(f"{fn}: arrays of type {type(like).__module__}.{type(like).__name__} are not supported; "
+                            "pass torch CUDA tensors or CuPy arrays")
+
+    def empty(self, shape, dtype: str):
+        if self.kind == "torch":
+            t = {"bf16": self.torch.bfloat16, "u8": self.torch.uint8, "f32": self.torch.float32}[dtype]
+            return self.torch.empty(shape, dtype=t, device=self.like.device)
+        t = {"bf16": "uint16", "u8": "uint8", "f32": "float32"}[dtype]
+        with self.cupy.cuda.Device(self.like.device.id):
+            return self.cupy.empty(shape, dtype=t)
+
+
+def _first_arg(fn: str) -> str:
+    return {"mm_nvfp4_svdquant": "a"}.get(fn, "x")
+
+
+def _scale_shape(rows: int, k: int, layout: int):
+    if layout == 0:
+        return ((rows + 127) // 128 * 128, (k // 16 + 3) // 4 * 4)
+    return (rows, k // 16)
+
+
+def _torch_ops_ready(x) -> bool:
+    if _framework(x) != "torch":
+        return False
+    from . import _torch_ops  # registers the ops on first use
+
+    return _torch_ops.ready
+
+
+def mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias=None, out=None, enable_pdl=None):
+    """out[m, n] = BF16(alpha * (deq(a) @ deq(b).T + d @ l1.T) + bias[n])  (SPEC §1).
+
+    a uint8 [M, K/2], b uint8 [N, K/2] (packed E2M1), a_sf / b_sf uint8 (E4M3, 128x4 swizzled), alpha float32 [1]
+    (device), d bfloat16 [M, r], l1 bfloat16 [N, r], bias bfloat16 [N] or None; returns out bfloat16 [M, N] (or
+    writes `out`)."""
+    pdl = _pdl(enable_pdl)
+    if _torch_ops_ready(a):
+        import torch
+
+        if out is None:
+            return torch.ops.svdq.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, pdl)
+        torch.ops.svdq.mm_nvfp4_svdquant_out(a, b, a_sf, b_sf, alpha, d, l1, bias, out, pdl)
+        return out
+    alloc = _Alloc("mm_nvfp4_svdquant", a)
+    if out is None:
+        out = alloc.empty((a.shape[0], b.shape[0]), "bf16")
+    _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, alloc.stream, pdl)
+    return out
+
+
+def _quantize(fn, x, pqs, global_scale, layout, enable_pdl):
+    lay = _layout(layout)
+    pdl = _pdl(enable_pdl)
+    del pdl  # one launch, nothing to overlap with
+    if _torch_ops_ready(x):
+        import torch
+
+        return torch.ops.svdq.nvfp4_quantize(x, pqs, global_scale, lay)
+    alloc = _Alloc(fn, x)
+    m, k = x.shape[0], x.shape[1]
+    xq = alloc.empty((m, k // 2), "u8")
+    sf = alloc.empty(_scale_shape(m, k, lay), "u8")
+    _C.nvfp4_quantize(x, pqs, global_scale, xq, sf, lay, alloc.stream)
+    return xq, sf
+
+
+def nvfp4_quantize(x, global_scale, layout=SWIZZLED, enable_pdl=None):
+    """(xq, sf) = the SPEC §1 NVFP4 quantization of x (bfloat16 [M, K], K % 32 == 0) with the device scalar
+    global_scale (float32 [1]); xq uint8 [M, K/2], sf uint8 in `layout` ("128x4": [ceil(M/128)*128, ceil(K/64)*4]
+    with zero padding; "linear": [M, K/16])."""
+    return _quantize("nvfp4_quantize", x, None, global_scale, layout, enable_pdl)
+
+
+def nvfp4_quantize_smooth(x, pre_quant_scale, global_scale, layout=SWIZZLED, enable_pdl=None):
+    """As nvfp4_quantize of BF16(x * pre_quant_scale) (bfloat16 [K]); the product is rounded to BF16 first."""
+    return _quantize("nvfp4_quantize_smooth", x, pre_quant_scale, global_scale, layout, enable_pdl)
+
+
+def svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale, bias=None,
+                    enable_pdl=None):
+    """The whole SVDQuant layer, y = (x * pqs) @ (R + L1 L2).T + bias, from bfloat16 x [M, K]: one pass over x
+    (NVFP4 codes and scales of x * pqs, d = x @ l2t_smoothed), then the fused GEMM. Returns bfloat16 [M, N]."""
+    pdl = _pdl(enable_pdl)
+    if _torch_ops_ready(x):
+        import torch
+
+        return torch.ops.svdq.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed,
+                                              l1_scaled, global_scale, bias, pdl)
+    alloc = _Alloc("svdquant_linear", x)
+    m, k = x.shape[0], x.shape[1]
+    out = alloc.empty((m, weight_fp4.shape[0]), "bf16")
+    ws = alloc.empty((_C.svdquant_linear_workspace_size(m, k, l2t_smoothed.shape[1]),), "u8")
+    _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale, bias,
+                       out, ws, alloc.stream, pdl)
+    return out
+
+
+def svdquant_linear_workspace_size(m: int, k: int, rank: int) -> int:
+    """Bytes of device workspace svdquant_linear takes for M rows, K columns and rank r."""
+    return _C.svdquant_linear_workspace_size(m, k, rank)
+
+
+def scale_buffer_bytes(rows: int, k: int, layout=SWIZZLED) -> int:
+    """Bytes of a scale buffer for `rows` rows and K columns in `layout`."""
+    return _C.scale_buffer_bytes(rows, k, _layout(layout))
+
+
+def gpu_available():
+    """(True, "") when a CUDA device is usable, else (False, the reason)."""
+    return _C.gpu_available()
+
+
+def device_info() -> dict:
+    """The current device: name, compute capability, SMs, L2, driver and runtime versions."""
+    return _C.device_info()

@@ -1,0 +1,86 @@
+"""svdq's ops as torch custom ops (torch.library), with fake implementations: torch.compile(fullgraph=True) traces
+them as single nodes and CUDA graphs capture them. Work goes on torch's current stream of the input's device.
+
+    torch.ops.svdq.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, pdl) -> out
+    torch.ops.svdq.mm_nvfp4_svdquant_out(a, b, a_sf, b_sf, alpha, d, l1, bias, out, pdl) -> None  (writes out)
+    torch.ops.svdq.nvfp4_quantize(x, pre_quant_scale, global_scale, layout) -> (xq, sf)
+    torch.ops.svdq.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled,
+                                   global_scale, bias, pdl) -> out
+
+pdl: -1 = SVDQ_PDL decides, 0 / 1 = off / on for the call; layout: 0 = 128x4 swizzled, 1 = linear.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+ready = False
+
+try:
+    import torch
+    from torch import Tensor
+except ImportError:  # pragma: no cover - torch is optional
+    torch = None
+
+if torch is not None and hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
+    from . import _C
+
+    def _stream(t: Tensor) -> int:
+        return torch.cuda.current_stream(t.device).cuda_stream
+
+    def _scale_shape(rows: int, k: int, layout: int):
+        if layout == 0:
+            return ((rows + 127) // 128 * 128, (k // 16 + 3) // 4 * 4)
+        return (rows, k // 16)
+
+    @torch.library.custom_op("svdq::mm_nvfp4_svdquant", mutates_args=())
+    def mm_nvfp4_svdquant(a: Tensor, b: Tensor, a_sf: Tensor, b_sf: Tensor, alpha: Tensor, d: Tensor, l1: Tensor,
+                          bias: Optional[Tensor], pdl: int) -> Tensor:
+        out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16, device=a.device)
+        _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, _stream(a), pdl)
+        return out
+
+    @mm_nvfp4_svdquant.register_fake
+    def _(a, b, a_sf, b_sf, alpha, d, l1, bias, pdl):
+        return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+
+    @torch.library.custom_op("svdq::mm_nvfp4_svdquant_out", mutates_args=("out",))
+    def mm_nvfp4_svdquant_out(a: Tensor, b: Tensor, a_sf: Tensor, b_sf: Tensor, alpha: Tensor, d: Tensor, l1: Tensor,
+                              bias: Optional[Tensor], out: Tensor, pdl: int) -> None:
+        _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, _stream(a), pdl)
+
+    @mm_nvfp4_svdquant_out.register_fake
+    def _(a, b, a_sf, b_sf, alpha, d, l1, bias, out, pdl):
+        return None
+
+    @torch.library.custom_op("svdq::nvfp4_quantize", mutates_args=())
+    def nvfp4_quantize(x: Tensor, pre_quant_scale: Optional[Tensor], global_scale: Tensor,
+                       layout: int) -> Tuple[Tensor, Tensor]:
+        m, k = x.shape[0], x.shape[1]
+        xq = torch.empty((m, k // 2), dtype=torch.uint8, device=x.device)
+        sf = torch.empty(_scale_shape(m, k, layout), dtype=torch.uint8, device=x.device)
+        _C.nvfp4_quantize(x, pre_quant_scale, global_scale, xq, sf, layout, _stream(x))
+        return xq, sf
+
+    @nvfp4_quantize.register_fake
+    def _(x, pre_quant_scale, global_scale, layout):
+        m, k = x.shape[0], x.shape[1]
+        return (x.new_empty((m, k // 2), dtype=torch.uint8), x.new_empty(_scale_shape(m, k, layout), dtype=torch.uint8))
+
+    @torch.library.custom_op("svdq::svdquant_linear", mutates_args=())
+    def svdquant_linear(x: Tensor, weight_fp4: Tensor, weight_sf: Tensor, alpha: Tensor, pre_quant_scale: Tensor,
+                        l2t_smoothed: Tensor, l1_scaled: Tensor, global_scale: Tensor, bias: Optional[Tensor],
+                        pdl: int) -> Tensor:
+        m, k = x.shape[0], x.shape[1]
+        out = torch.empty((m, weight_fp4.shape[0]), dtype=torch.bfloat16, device=x.device)
+        ws = torch.empty((_C.svdquant_linear_workspace_size(m, k, l2t_smoothed.shape[1]),), dtype=torch.uint8,
+                         device=x.device)
+        _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale, bias,
+                           out, ws, _stream(x), pdl)
+        return out
+
+    @svdquant_linear.register_fake
+    def _(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale, bias, pdl):
+        return x.new_empty((x.shape[0], weight_fp4.shape[0]), dtype=torch.bfloat16)
+
+    ready = True

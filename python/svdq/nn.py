@@ -1,0 +1,130 @@
+"""torch modules: SVDQuantLinear (a quantized nn.Linear whose forward is svdquant_linear) and quantize_model."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from . import _torch_ops  # noqa: F401  (registers torch.ops.svdq)
+from . import quant
+
+_Q = 448.0 * 6.0
+
+
+class SVDQuantLinear(torch.nn.Module):
+    """y = x̂ @ (R + L1 L2)ᵀ + bias with x̂ = x · pre_quant_scale; R in NVFP4, L1 L2 the rank-r BF16 branch.
+
+    Buffers (all in state_dict, so the module round-trips through safetensors):
+      qweight uint8 [N, K/2], wscales uint8 (128x4 swizzled), weight_global_scale float32 [1],
+      pre_quant_scale bfloat16 [K], l2t_smoothed bfloat16 [K, r], l1 bfloat16 [N, r] (not divided by alpha),
+      input_global_scale float32 [1] (0: the activations' global scale is computed from each input, 448·6/amax),
+      alpha float32 [1] and l1_scaled bfloat16 [N, r] (precomputed for a fixed input scale), bias bfloat16 [N].
+    """
+
+    def __init__(self, in_features: int, out_features: int, rank: int = 32, bias: bool = True, device=None):
+        super().__init__()
+        if in_features % 32 or out_features % 32:
+            raise ValueError(f"SVDQuantLinear: in_features ({in_features}) and out_features ({out_features}) must be "
+                             "multiples of 32")
+        if rank % 16 or not 16 <= rank <= 256:
+            raise ValueError(f"SVDQuantLinear: rank ({rank}) must be a multiple of 16 in [16, 256]")
+        self.in_features, self.out_features, self.rank = in_features, out_features, rank
+        k, n = in_features, out_features
+        rows, cols = (n + 127) // 128 * 128, (k // 16 + 3) // 4 * 4
+        u8, bf, f32 = torch.uint8, torch.bfloat16, torch.float32
+        self.register_buffer("qweight", torch.zeros((n, k // 2), dtype=u8, device=device))
+        self.register_buffer("wscales", torch.zeros((rows, cols), dtype=u8, device=device))
+        self.register_buffer("weight_global_scale", torch.ones(1, dtype=f32, device=device))
+        self.register_buffer("pre_quant_scale", torch.ones(k, dtype=bf, device=device))
+        self.register_buffer("l2t_smoothed", torch.zeros((k, rank), dtype=bf, device=device))
+        self.register_buffer("l1", torch.zeros((n, rank), dtype=bf, device=device))
+        self.register_buffer("input_global_scale", torch.zeros(1, dtype=f32, device=device))
+        self.register_buffer("alpha", torch.ones(1, dtype=f32, device=device))
+        self.register_buffer("l1_scaled", torch.zeros((n, rank), dtype=bf, device=device))
+        self.register_buffer("bias", torch.zeros(n, dtype=bf, device=device) if bias else None)
+        self._dynamic = True
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}, "
+                f"bias={self.bias is not None}, input_scale={'dynamic' if self._dynamic else 'fixed'}")
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear, rank: int = 32, smooth=None,
+                    input_amax: Optional[float] = None) -> "SVDQuantLinear":
+        """SVDQuant post-training quantization of `linear` (see svdq.quant.svdquant_weight): smoothing by `smooth`
+        (per input channel, the activations divided by it), the rank-`rank` SVD of the smoothed weight in BF16, the
+        residual in NVFP4 with its global scale. input_amax: the calibrated max |x · pre_quant_scale| of the
+        activations (fixes the activation global scale, alpha and l1_scaled); None computes it from each input."""
+        w = linear.weight.detach().to(torch.float64).cpu().numpy()
+        s = None if smooth is None else torch.as_tensor(smooth).detach().to(torch.float64).cpu().numpy()
+        t = quant.svdquant_weight(w, rank=rank, smooth=s)
+        dev = linear.weight.device
+        m = cls(linear.in_features, linear.out_features, rank=rank, bias=linear.bias is not None, device=dev)
+        with torch.no_grad():
+            m.qweight.copy_(torch.from_numpy(t["qweight"]))
+            m.wscales.copy_(torch.from_numpy(t["wscales"]))
+            m.weight_global_scale.fill_(float(t["weight_global_scale"]))
+            m.pre_quant_scale.copy_(torch.from_numpy(t["pre_quant_scale"].view(np.int16)).view(torch.bfloat16))
+            m.l2t_smoothed.copy_(torch.from_numpy(t["l2t_smoothed"].view(np.int16)).view(torch.bfloat16))
+            m.l1.copy_(torch.from_numpy(t["l1"]).to(torch.bfloat16))
+            if linear.bias is not None:
+                m.bias.copy_(linear.bias.detach().to(torch.bfloat16))
+        if input_amax is not None:
+            m.set_input_amax(input_amax)
+        return m
+
+    def set_input_amax(self, input_amax: Optional[float]) -> None:
+        """Fixes the activations' global scale at 448·6 / input_amax (None: compute it from each input)."""
+        with torch.no_grad():
+            if input_amax is None:
+                self.input_global_scale.zero_()
+                self._dynamic = True
+                return
+            if not input_amax > 0:
+                raise ValueError(f"argument 'input_amax' must be positive, got {input_amax}")
+            gs = float(np.float32(_Q / float(input_amax)))
+            self.input_global_scale.fill_(gs)
+            self.alpha.copy_(1.0 / (self.input_global_scale * self.weight_global_scale))
+            self.l1_scaled.copy_((self.l1.float() / self.alpha).to(torch.bfloat16))
+            self._dynamic = False
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        gs = state_dict.get(prefix + "input_global_scale")
+        if gs is not None:
+            self._dynamic = not bool(gs.detach().cpu().reshape(-1)[0] > 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"SVDQuantLinear: input has {x.shape[-1]} features, expected {self.in_features}")
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, self.in_features).to(torch.bfloat16).contiguous()
+        if self._dynamic:
+            xs = (x2.float() * self.pre_quant_scale.float()).abs().amax().clamp_min(1e-30).reshape(1)
+            gs = _Q / xs
+            alpha = 1.0 / (gs * self.weight_global_scale)
+            l1_scaled = (self.l1.float() / alpha).to(torch.bfloat16)
+        else:
+            gs, alpha, l1_scaled = self.input_global_scale, self.alpha, self.l1_scaled
+        y = torch.ops.svdq.svdquant_linear(x2, self.qweight, self.wscales, alpha, self.pre_quant_scale,
+                                           self.l2t_smoothed, l1_scaled, gs, self.bias, -1)
+        return y.reshape(*lead, self.out_features)
+
+
+def quantize_model(model: torch.nn.Module, rank: int = 32,
+                   filter: Optional[Callable[[str, torch.nn.Linear], bool]] = None) -> torch.nn.Module:
+    """Replaces, in place, every nn.Linear of `model` for which filter(name, module) is true (default: those whose
+    in and out features are multiples of 32) by SVDQuantLinear.from_linear(module, rank). Returns the model."""
+    chosen = []
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.Linear) and not isinstance(mod, SVDQuantLinear):
+            ok = filter(name, mod) if filter is not None else (mod.in_features % 32 == 0 and mod.out_features % 32 == 0)
+            if ok:
+                chosen.append(name)
+    for name in chosen:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, SVDQuantLinear.from_linear(getattr(parent, child), rank=rank))
+    return model

@@ -1,0 +1,87 @@
+"""The package on any machine: import, version, the C++ validation errors as Python exceptions, host arrays refused
+before anything runs."""
+import re
+
+import numpy as np
+import pytest
+
+import svdq
+from svdq import _C
+
+
+def test_version_matches_the_library():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", svdq.__version__)
+    assert svdq.version().startswith(svdq.__version__ + " (commit ")
+
+
+def test_gpu_available_says_why_not():
+    ok, why = svdq.gpu_available()
+    assert isinstance(ok, bool)
+    assert ok or why  # a reason whenever there is no GPU
+
+
+def test_workspace_and_scale_sizes():
+    # xq, then the swizzled scales at a 256-byte boundary, then d (src/api/ops.cpp's layout)
+    m, k, r = 4096, 3072, 32
+    sf = svdq.scale_buffer_bytes(m, k)
+    assert sf == 4096 * (3072 // 16)
+    xq = m * k // 2
+    sf_off = (xq + 255) // 256 * 256
+    d_off = (sf_off + sf + 255) // 256 * 256
+    assert svdq.svdquant_linear_workspace_size(m, k, r) == d_off + m * r * 2
+    assert svdq.scale_buffer_bytes(1, 32) == 128 * 4  # padded to 128 rows x 4 columns
+    assert svdq.scale_buffer_bytes(3, 64, svdq.LINEAR) == 3 * 4
+
+
+@pytest.mark.parametrize(
+    "call, pattern",
+    [
+        (lambda: svdq.svdquant_linear_workspace_size(0, 64, 32), r"argument 'm' = 0 must be >= 1"),
+        (lambda: svdq.svdquant_linear_workspace_size(4, 48, 32), r"argument 'k' = 48 must be a positive multiple of 32"),
+        (lambda: svdq.svdquant_linear_workspace_size(4, 64, 24), r"argument 'rank' = 24 must be a multiple of 16"),
+        (lambda: svdq.scale_buffer_bytes(4, 20), r"argument 'k' must be a positive multiple of 16"),
+        (lambda: svdq.svdquant_linear_workspace_size(2**62, 2**40, 256), r"overflow|too large"),
+    ],
+)
+def test_rules_are_value_errors_naming_the_argument(call, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        call()
+
+
+def test_layout_names_are_checked():
+    with pytest.raises(ValueError, match="argument 'layout'"):
+        svdq.scale_buffer_bytes(4, 64, "swizzled")
+
+
+def test_host_arrays_are_refused_by_the_api():
+    a = np.zeros((128, 32), np.uint8)
+    f = np.ones(1, np.float32)
+    x = np.zeros((128, 64), np.uint16)
+    with pytest.raises(TypeError, match="argument 'a' is a NumPy array in host memory"):
+        svdq.mm_nvfp4_svdquant(a, a, a, a, f, x, x)
+    with pytest.raises(TypeError, match="argument 'x' is a NumPy array in host memory"):
+        svdq.nvfp4_quantize(x, f)
+    with pytest.raises(TypeError, match="argument 'x' is a NumPy array in host memory"):
+        svdq.svdquant_linear(x, a, a, f, x[0], x, x, f)
+
+
+def test_host_arrays_are_refused_by_the_binding_itself():
+    a = np.zeros((128, 32), np.uint8)
+    f = np.ones(1, np.float32)
+    x = np.zeros((128, 64), np.uint16)
+    out = np.zeros((128, 128), np.uint16)
+    with pytest.raises(TypeError, match=r"mm_nvfp4_svdquant: argument 'a' is in host memory .* needs CUDA device memory"):
+        _C.mm_nvfp4_svdquant(a, a, a, a, f, x, x, None, out, 0)
+    with pytest.raises(TypeError, match=r"svdquant_linear: argument 'x' is in host memory"):
+        _C.svdquant_linear(x, a, a, f, x[0], x, x, f, None, out, a, 0)
+
+
+def test_enable_pdl_must_be_a_bool():
+    x = np.zeros((128, 64), np.uint16)
+    with pytest.raises(TypeError, match="enable_pdl"):
+        svdq.nvfp4_quantize(x, np.ones(1, np.float32), enable_pdl="yes")
+
+
+def test_unsupported_array_types_are_named():
+    with pytest.raises(TypeError, match="arrays of type builtins.list are not supported"):
+        svdq.nvfp4_quantize([[0.0] * 64], [1.0])

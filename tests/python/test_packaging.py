@@ -1,0 +1,60 @@
+"""What gets shipped: the wheel's contents, and the C++ install tree a CMake user consumes with find_package(svdq)."""
+import glob
+import os
+import subprocess
+import zipfile
+
+import pytest
+
+import svdq
+from conftest import BUILD_DIR
+
+WHEEL_DIR = os.environ.get("SVDQ_WHEEL_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build", "wheel"))
+
+
+def test_the_installed_package_is_the_wheel_not_the_source_tree():
+    # scripts/test.sh installs the wheel it built into a fresh venv and runs pytest from outside the sources.
+    assert os.path.basename(os.path.dirname(svdq.__file__)) == "svdq"
+    assert glob.glob(os.path.join(os.path.dirname(svdq.__file__), "_C*.so"))
+
+
+def test_wheel_holds_the_extension_and_the_package():
+    wheels = glob.glob(os.path.join(WHEEL_DIR, "svdq-*.whl"))
+    if not wheels:
+        pytest.skip(f"no wheel in {WHEEL_DIR} (scripts/test.sh builds one)")
+    names = zipfile.ZipFile(sorted(wheels)[-1]).namelist()
+    for f in ("svdq/__init__.py", "svdq/_api.py", "svdq/_torch_ops.py", "svdq/nn.py", "svdq/quant.py"):
+        assert f in names
+    assert any(n.startswith("svdq/_C") and n.endswith(".so") for n in names)
+    assert not any(n.startswith(("include/", "lib/")) for n in names)  # the C++ install tree stays out of the wheel
+    meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    text = zipfile.ZipFile(sorted(wheels)[-1]).read(meta).decode()
+    assert f"Version: {svdq.__version__}" in text
+
+
+def test_cmake_consumer_builds_against_the_install_tree(tmp_path):
+    if not os.path.exists(os.path.join(BUILD_DIR, "CMakeCache.txt")):
+        pytest.skip(f"no configured C++ build in {BUILD_DIR} (scripts/test.sh builds one)")
+    prefix = tmp_path / "prefix"
+    subprocess.run(["cmake", "--install", BUILD_DIR, "--prefix", str(prefix), "--component", "dev"], check=True,
+                   capture_output=True)
+    assert (prefix / "include" / "svdq" / "svdq.hpp").exists()
+    assert (prefix / "lib" / "cmake" / "svdq" / "svdqConfig.cmake").exists()
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.24)\nproject(app LANGUAGES CXX)\nset(CMAKE_CXX_STANDARD 17)\n"
+        "find_package(svdq 0.1 REQUIRED)\nadd_executable(app main.cpp)\ntarget_link_libraries(app PRIVATE svdq::svdq)\n")
+    (app / "main.cpp").write_text(
+        "#include <svdq/svdq.hpp>\n#include <cstdio>\n"
+        "int main() {\n  std::printf(\"%lld\\n\", (long long)svdq::svdquant_linear_workspace_size(4096, 3072, 32));\n"
+        "  try { svdq::svdquant_linear_workspace_size(1, 48, 32); } catch (const svdq::Error& e) {\n"
+        "    std::printf(\"%s\\n\", e.what()); }\n  return 0;\n}\n")
+    env = dict(os.environ, CMAKE_PREFIX_PATH=str(prefix))
+    cuda = "/usr/local/cuda"
+    subprocess.run(["cmake", "-S", str(app), "-B", str(app / "build"), f"-DCUDAToolkit_ROOT={cuda}"], check=True,
+                   capture_output=True, env=env)
+    subprocess.run(["cmake", "--build", str(app / "build")], check=True, capture_output=True)
+    out = subprocess.run([str(app / "build" / "app")], check=True, capture_output=True, text=True).stdout.splitlines()
+    assert out[0] == str(svdq.svdquant_linear_workspace_size(4096, 3072, 32))
+    assert "argument 'k' = 48" in out[1]
