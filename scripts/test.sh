@@ -9,6 +9,10 @@ export PATH=/usr/local/cuda/bin:$PATH
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)"
 ctest --preset release "$@"
+if ! build/release/svdq info >/dev/null 2>&1; then
+  echo "test.sh: no usable CUDA device here: the GPU tests (ctest label gpu) were skipped one by one, not run;" \
+       "the GPU cases of the pytest suite below skip the same way"
+fi
 
 # Python (pinned build and test dependencies from PyPI).
 PY=${PYTHON:-python3}

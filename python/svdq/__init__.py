@@ -13,7 +13,14 @@ implementations. svdq.nn holds SVDQuantLinear and quantize_model; svdq.quant the
 Kernels are compiled at first use with NVRTC and cached on disk (SVDQ_CACHE_DIR).
 """
 
-from . import _C
+try:
+    from . import _C
+except ImportError as e:  # name what is missing instead of a bare loader error
+    if "libnvrtc" in str(e):
+        raise ImportError(
+            "svdq needs NVRTC 13 (libnvrtc.so.13) at run time: install the CUDA 13 toolkit (its lib64 on the loader "
+            "path) or the pip wheel nvidia-cuda-nvrtc (cu13); loader said: " + str(e)) from e
+    raise
 from ._api import (
     LINEAR,
     SWIZZLED,
@@ -29,6 +36,10 @@ from ._api import (
 
 __version__ = _C.version().split(" ")[0]
 version = _C.version  # "0.1.0 (commit ...)"
+
+from ._cubin import attach as _attach_cubins  # noqa: E402
+
+cubin_package = _attach_cubins(__version__)  # the cubin wheel's AOT package directory, or None
 
 __all__ = [
     "LINEAR",

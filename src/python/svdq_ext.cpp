@@ -10,6 +10,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -92,6 +94,8 @@ NB_MODULE(_C, m) {
   });
   m.def("version", &svdq::version_string);
   m.def("nvrtc_version", &svdq::nvrtc_version_string);
+  // The toolkit the library was built with, as a cubin wheel tag: 13000 -> "cu130".
+  m.def("cuda_tag", [] { return "cu" + std::to_string(CUDART_VERSION / 1000) + std::to_string(CUDART_VERSION % 1000 / 10); });
   m.def("gpu_available", [] {
     std::string why;
     const bool ok = svdq::gpu_available(&why);

@@ -58,3 +58,45 @@ def test_cmake_consumer_builds_against_the_install_tree(tmp_path):
     out = subprocess.run([str(app / "build" / "app")], check=True, capture_output=True, text=True).stdout.splitlines()
     assert out[0] == str(svdq.svdquant_linear_workspace_size(4096, 3072, 32))
     assert "argument 'k' = 48" in out[1]
+
+
+def test_cubin_wheel_for_one_arch_is_found_and_checked(tmp_path):
+    import sys
+
+    cli = os.path.join(BUILD_DIR, "svdq")
+    if not os.path.exists(cli):
+        pytest.skip(f"no svdq CLI in {BUILD_DIR} (scripts/test.sh builds one)")
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "build_cubin_wheel.py")
+    tag = svdq._C.cuda_tag()
+    out = tmp_path / "dist"
+    r = subprocess.run([sys.executable, tool, "--svdq", cli, "--cuda", tag, "--arch-list", "9.0a", "--out", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wheel = out / f"svdq_cubin_{tag}-{svdq.__version__}-py3-none-any.whl"
+    names = zipfile.ZipFile(wheel).namelist()
+    assert f"svdq_cubin_{tag}/package/build.json" in names and f"svdq_cubin_{tag}/CENSUS.txt" in names
+    meta = zipfile.ZipFile(wheel).read(f"svdq_cubin_{tag}-{svdq.__version__}.dist-info/METADATA").decode()
+    assert f"Requires-Dist: svdq=={svdq.__version__}" in meta
+    # What it packs passes the census gate by itself.
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)], check=True)
+    pkg = site / f"svdq_cubin_{tag}" / "package"
+    assert subprocess.run([cli, "census", str(pkg), "--expect"], capture_output=True).returncode == 0
+    # svdq finds it by itself and searches it first.
+    probe = "import os, svdq; print(svdq.cubin_package); print(os.environ['SVDQ_AOT_DIR'])"
+    env = dict(os.environ, PYTHONPATH=str(site))
+    env.pop("SVDQ_AOT_DIR", None)
+    lines = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert lines[0] == str(pkg) and lines[1].split(":")[0] == str(pkg)
+    # A wheel of another version is reported and not used.
+    other = tmp_path / "other"
+    r = subprocess.run([sys.executable, tool, "--svdq", cli, "--cuda", tag, "--arch-list", "9.0a", "--out", str(other),
+                        "--package", str(pkg), "--version", "0.0.1"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    site2 = tmp_path / "site2"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site2),
+                    str(other / f"svdq_cubin_{tag}-0.0.1-py3-none-any.whl")], check=True)
+    r = subprocess.run([sys.executable, "-W", "always", "-c", "import svdq; print(svdq.cubin_package)"],
+                       env=dict(env, PYTHONPATH=str(site2)), capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "None"
+    assert "does not match svdq" in r.stderr
