@@ -1,11 +1,11 @@
 // The FP16 copy launch (kernels/quantize/smxx_dequant_fp16.cuh, PAIRS order) at W = 2 (the registry's build), 4, 8
 // words per thread, against a write-only and a read-only kernel over the same bytes. (W = 8's ~5% shorter span
-// did not show in the op's time: bench/results/2026-12-03_h200_copy_words.md.) Per variant and shape, 11 trials
+// did not show in the op's time: docs/lab/results/2026-12-03_h200_copy_words.md.) Per variant and shape, 11 trials
 // after a clean-L2 flush (a 256 MiB memset, then a read sweep over it, so L2 holds clean lines only, as after ncu's
 // --cache-control all): the globaltimer span from the first CTA's start to the last CTA's end (no launch overhead;
 // median), and the CUDA-event time.
 // Every copy's bytes are checked against the W = 2 form's.
-// (Measured 2026-12-03, bench/results/2026-12-03_h200_micro_copy_stream.txt: stores with an L2 evict_last policy
+// (Measured 2026-12-03, docs/lab/results/2026-12-03_h200_micro_copy_stream.txt: stores with an L2 evict_last policy
 // made no difference (commit f66b309; ncu showed the copy's writes staying in L2 anyway, DRAM writes ~0, L2 at 64%
 // and DRAM at 13% of peak: latency, not bandwidth), nor did a grid-stride form loading each thread's next chunk
 // before storing the current one (commit 4d5e1e4, removed after).)

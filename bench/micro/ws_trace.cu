@@ -20,8 +20,8 @@
 // --time the routed build and its PAIRS form at three shapes, three rounds (with -DWS_TRACE_NONE or -DWS_TRACE_OFF,
 // and -DFAKE_BUILD=1 / 2: what the fragment build's instructions cost; -DFAKE_STORE=1: what the epilogue's stores cost),
 // --epi / --epi2 (-DWS_TRACE_NONE) the TMA-store epilogue forms against the routed build: bits on random operands,
-// then times; --epi-trace (traced) their timeline. Results: bench/results/2026-12-02_h200_ws_what_costs.md,
-// bench/results/2026-12-02_h200_epi_tma.md.
+// then times; --epi-trace (traced) their timeline. Results: docs/lab/results/2026-12-02_h200_ws_what_costs.md,
+// docs/lab/results/2026-12-02_h200_epi_tma.md.
 #include <dlfcn.h>
 #include <algorithm>
 #include <atomic>

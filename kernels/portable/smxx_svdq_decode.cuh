@@ -19,7 +19,7 @@
 //   rank steps: d (BF16, the A fragments) and l1 (the B fragments) straight from global memory into registers,
 //       the first two groups of 4 steps loaded before the K loop.
 //
-// Measured on an H200 (bench/results/2026-12-01_h200_decode.md): a dependent mma.sync chain alone runs at 24.6 cycles
+// Measured on an H200 (docs/lab/results/2026-12-01_h200_decode.md): a dependent mma.sync chain alone runs at 24.6 cycles
 // per step (bench/micro/mma_sync_chain.cu), this program at ~84 (1 x 3072 x 12288 in 36.2 us): one warp per scheduler
 // issues its ~35 instructions per step in order, each waiting on the result before (ncu: 3.0-3.6 cycles per issued
 // instruction, mostly fixed-latency and short-scoreboard stalls). Splitting the work by role (dequant warps writing

@@ -12,7 +12,7 @@
 //       tile of 64 the packed A tile (64 WGS rows x 32 bytes, 32-byte swizzle, rows past M zero filled), the packed
 //       B tile (BN rows x 32 bytes) by TMA, their 512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring
 //       of slots. One thread's copies complete one after another (~450-650 cycles per slot on the H200,
-//       bench/results/2026-12-01_h200_tma_ingest.md): with one producer the first GPU run of this program took
+//       docs/lab/results/2026-12-01_h200_tma_ingest.md): with one producer the first GPU run of this program took
 //       ~700 cycles per K tile.
 //   dequant warps (DQW, after the producers): B into a BSTAGES-deep ring of FP16 tiles (BN rows x 64 K, the 128-byte
 //       swizzle wgmma reads), in quarter rows (one K group of 16, two words) per item; for a rank tile, l1 (BF16)
@@ -20,14 +20,14 @@
 //       it % TEAMS, on slots and FP16 tiles of its own), so that many tiles' chains (slot wait, loads, conversion,
 //       stores, proxy fence, arrival) run at once.
 //
-// Why this shape (bench/results/2026-12-01_h200_small_m_trace.md): the swap-AB programs put 64 weight rows on the
+// Why this shape (docs/lab/results/2026-12-01_h200_small_m_trace.md): the swap-AB programs put 64 weight rows on the
 // wgmma M side, so each activation tile written into shared memory is read by one warpgroup's wgmmas only, and
 // with the weights' FP16 round trip a 64-wide K tile moved ~39.5 KB through shared memory for 144 cycles of tensor
 // work. Here the weights' FP16 tile (BN x 128 bytes) is read by all WGS warpgroups and the activations reach the
 // tensor cores from registers: ~150 bytes per tensor cycle at WGS = 3, BN = 32 (TMA, dequant stores, fragment
 // loads, the wgmmas' B reads) against ~270.
 //
-// Measured on the H200 (bench/results/2026-12-01_h200_narrow.md): slower than the routed swap-A16 builds at every
+// Measured on the H200 (docs/lab/results/2026-12-01_h200_narrow.md): slower than the routed swap-A16 builds at every
 // shape tried (129 x 3072 x 3072: 36.3 vs 14.7 us; 1 x 3072 x 3072: 21.8 vs 12.1), not routed. The consumers'
 // per-K-tile path is the limit, not shared memory: ~700 cycles per tile at M = 1 (one live warp building its
 // fragments, ~330 cycles of it), ~1 200 at M = 129; with the fragment build removed (wrong results, timing only)

@@ -8,12 +8,12 @@
 //       swizzle) and their 512-byte scale blocks by 1-D bulk copies, into a STAGES-deep ring of mbarrier-guarded
 //       slots. It never runs a proxy fence: with the loads issued by a thread that also dequantized and fenced, the
 //       H200 took ~1 300 cycles per K tile, ~860 with this warp (the fence appears to wait for the warp's own bulk
-//       copies; bench/results/2026-11-30_h200_sm90_swap.md).
+//       copies; docs/lab/results/2026-11-30_h200_sm90_swap.md).
 //   workers (warps 5.., TEAMS teams of TEAM_WARPS warps taking K tiles in turn): dequantize both tiles (half a row
 //       per item) into FP16 tiles in the 128-byte-swizzled K-major layout (TSTAGES-deep ring) that wgmma reads. For
 //       the rank steps a worker TMA-loads l1 and d (BF16) into the same ring. (Measured on the H200: 2 x 6 no faster
 //       than one team of 11 warps, and 4 x 6, 3 x 8, 2 x 12 no faster than 2 x 6 either; ~0.54 issued instructions
-//       per scheduler and cycle, ~800 cycles per K tile; bench/results/2026-12-01_h200_sm90_dq_warps.md.)
+//       per scheduler and cycle, ~800 cycles per K tile; docs/lab/results/2026-12-01_h200_sm90_dq_warps.md.)
 //
 // Each output element sums the same products in the same K order as every other program (main K tiles of 64, k16
 // steps in order, (0,4,1,5,2,6,3,7) inside each group of 8, then the rank in k16 steps; a product a*b is b*a), so

@@ -35,13 +35,13 @@
 // it % PRODUCERS == p. One thread's TMA copies complete one after another: on the H200 a ring fed by one thread
 // fills at most one slot per ~450-650 cycles for slots of 2-24 KB whatever its depth (4, 8, 16 or 48 slots), and
 // four threads feeding four rings fill one per ~170 (bench/micro/tma_ingest.cu,
-// bench/results/2026-12-01_h200_tma_ingest.md); a 64-wide K tile of this program takes the tensor cores ~144.
+// docs/lab/results/2026-12-01_h200_tma_ingest.md); a 64-wide K tile of this program takes the tensor cores ~144.
 //
 // CLUSTER = 2 (with DQW): two CTAs of neighbouring output-column tiles (same activation rows) share the A (and d)
 // tiles: each loads half of the rows by TMA multicast into both, so the activations cross from L2 once per pair
 // (at N = 3072 every A tile is read by 48 CTAs, 70% of the kernel's L2 traffic). A slot is refilled only when the
 // consumers of both CTAs have released it (each arrives on both). Measured on the H200: no faster than CLUSTER = 1
-// (bench/results/2026-12-01_h200_dq_warps_clusters.md; with 4 producers and 4 teams too, 2026-12-01_h200_small_m_trace.md).
+// (docs/lab/results/2026-12-01_h200_dq_warps_clusters.md; with 4 producers and 4 teams too, 2026-12-01_h200_small_m_trace.md).
 //
 // With DQW the consumer's path per K tile is a chain of latencies, not tensor-core work (a timeline of the pipeline,
 // bench/micro/swap_a16_trace.cu: ~80-100 cycles per barrier wait or arrival, ~150-300 for the fragment loads and the
@@ -95,9 +95,9 @@ struct Sm90SwapA16Config {
   static_assert(PRODUCERS >= 1 && PRODUCERS <= STAGES, "sm90 swap-A16: 1 to STAGES producer warps");
   // GROUP K tiles per consumer step (two fragment buffers of GROUP tiles each, so 4 GROUP tiles may be held).
   // (Measured slower: pairs on B_REGS fragments, the consumer dequantizing: 19.6 vs 14.7 us at 129 x 3072 x 3072,
-  // bench/results/2026-12-01_h200_small_m_trace.md. The routed pairs form runs at the shared-memory limit, ncu; no
+  // docs/lab/results/2026-12-01_h200_small_m_trace.md. The routed pairs form runs at the shared-memory limit, ncu; no
   // faster: three fragment buffers, PAIRS-order B_REGS pairs, the consumer converting half of each tile;
-  // bench/results/2026-12-03_h200_small_m_smem.md.)
+  // docs/lab/results/2026-12-03_h200_small_m_smem.md.)
   static_assert(GROUP == 1 || (GROUP == 2 && DQW > 0 && STAGES >= 4 * GROUP && TSTAGES >= 2 * GROUP),
                 "sm90 swap-A16: groups of 2 K tiles per consumer step with dequant warps, STAGES >= 8, TSTAGES >= 4");
   // With dequant warps one consumer warp arrives on a slot's empty barrier: each slot is released after its commit

@@ -7,7 +7,7 @@
 //   DQ_WGS = 0 (384 threads): dequant thread 0 also issues the loads, kLookahead K tiles ahead; dequant thread t
 //       writes B row t; the consumers write rows 128..BN-1.
 //   DQ_WGS >= 1: warp 0 is the producer (lane 0 issues the loads and never runs a proxy fence: in the swap-AB program
-//       a fence in the thread that had issued bulk copies waited for them, bench/results/2026-11-30_h200_sm90_swap.md);
+//       a fence in the thread that had issued bulk copies waited for them, docs/lab/results/2026-11-30_h200_sm90_swap.md);
 //       the other 4 DQ_WGS - 1 warps dequantize all of B in quarter rows (one K group of 16 per item).
 //   For the rank steps dequant thread 0 TMA-loads l1 (BF16) into the B ring.
 //   B16 (with DQ_WGS = 1): B comes as FP16 (deq(B) x 2^-7, written by the smxx_dequant_fp16 launch before this one):
@@ -21,12 +21,12 @@
 //       form measured 5-8% slower (the team, one tile at a time, is the bottleneck); with DQ_WGS = 2 (512 threads,
 //       B16 + ATILES only) two teams of 3 warps (warps 1-3 and 4-6) take the K tiles in turn, each on A tiles and
 //       packed slots of its own: within 1% of the consumers dequantizing, tensor pipe 77% busy, everyone waiting on
-//       the two A tiles the shared memory leaves room for (bench/results/2026-12-01_h200_tma_ingest.md).
+//       the two A tiles the shared memory leaves room for (docs/lab/results/2026-12-01_h200_tma_ingest.md).
 //   CLUSTER = 2 (B16 only): the two CTAs of neighbouring row tiles (same output columns) share the B tiles: each
 //       TMA-loads half of the rows and multicasts them into both, so the FP16 B copy crosses from L2 once per pair
 //       (every B tile is read by M / 128 CTAs: 7/8 of the kernel's L2 traffic). A B tile is refilled only when the
 //       consumers of both CTAs have released it (each arrives on both). Measured on the H200: no faster than
-//       CLUSTER = 1 (bench/results/2026-12-01_h200_dq_warps_clusters.md).
+//       CLUSTER = 1 (docs/lab/results/2026-12-01_h200_dq_warps_clusters.md).
 //   A16 (B16, DQ_WGS = 1, BN = 256): A comes as FP16 as well (the same smxx_dequant_fp16 launch, on A): warp 1's
 //       lane 0 TMA-loads the 128 x 64 FP16 A tiles into the slots (16 KB each, the 128-byte swizzle), warp 0's the
 //       B tiles, and the consumers only issue SS wgmma (both operands from shared memory, as a BF16 GEMM would):
@@ -47,9 +47,9 @@
 //       fragment pair from one rotation (e2m1x8_f16x2_word_rot) instead of a shift and two placements; the tile's B
 //       descriptor computed once and stepped by 2 per k16 part. SASS per 64-wide K tile: the FP16-B consumer loop
 //       223 -> 164.5 instructions, the all-in-kernel (DQ_WGS = 2) consumer loop 286 -> 207 and its B dequant warps'
-//       301 -> 261 (bench/results/2026-12-01_sass_lean.md). The FP16-B consumers were issue-bound in the plain
+//       301 -> 261 (docs/lab/results/2026-12-01_sass_lean.md). The FP16-B consumers were issue-bound in the plain
 //       form (ncu, 4096 x 3072 x 12288: tensor pipe 75.6%); the lean form is 8-10% faster (H200,
-//       bench/results/2026-12-01_h200_lean.md). In the FP16-B form LEAN also takes the rank steps' d tile by TMA
+//       docs/lab/results/2026-12-01_h200_lean.md). In the FP16-B form LEAN also takes the rank steps' d tile by TMA
 //       (warp 1 issues it) into a 16 KiB buffer of its own and runs them as SS BF16 wgmma (kRankTma).
 //   FUSE_B (the persistent lean FP16-B forms): the copy launch before the GEMM writes only the B column tiles the
 //       first wave of tiles reads (unit rows below P.fuse_u0); the grid writes the rest of the FP16 copy into the
@@ -64,10 +64,10 @@
 //       resident. Same bytes as the copy form (GPU tests). Measured on the H200 with no copy launch (the grid
 //       converting all of B): 1.05-1.17x slower than copy launch + GEMM at M >= 4096 (one warp per SM converts
 //       ~2-3x slower than the copy launch and the first wave of tiles, which reads all of B, waited for it), 7x
-//       slower at M = 128; bench/results/2026-12-02_h200_fuse_b.md. Hence the copy launch for the first wave's
+//       slower at M = 128; docs/lab/results/2026-12-02_h200_fuse_b.md. Hence the copy launch for the first wave's
 //       columns (the router gives these builds column-major raster groups, so that wave covers few columns):
 //       measured no faster either (the launch's time falls ~0.47 us per column tile it leaves out, the GEMM's rises
-//       ~0.6 us per column tile warp 3 converts; bench/results/2026-12-03_h200_fuse_hybrid_raster.md).
+//       ~0.6 us per column tile warp 3 converts; docs/lab/results/2026-12-03_h200_fuse_hybrid_raster.md).
 //   IDLE (FUSE_B, EPI_TMA): the units past the copy launch's columns are converted by whole CTAs in the slots the
 //       last round of tiles leaves empty, moved to the first round: with T tiles on G CTAs and T % G > 0, the last
 //       P.fuse_cvt = G - T % G CTAs convert (all 12 warps, before their roles) while the others run the first round
@@ -77,8 +77,8 @@
 //       the first round a converter CTA writes ~21 GB/s, the L2 being the GEMM's too), the launch the rest.
 //   SPLIT_B (the single-CTA FP16-B form whose consumers dequantize A): warp 2's lane 0 loads the B ring (FP16 B tiles
 //       and l1) and waits for the copy launch; the producer issues only the packed slots (op inputs, no wait), since
-//       one thread's TMA copies complete one after another (bench/results/2026-12-01_h200_tma_ingest.md). Measured
-//       on the H200 in the persistent lean form: within 0.5% of it (bench/results/2026-12-02_h200_ws_trace.md).
+//       one thread's TMA copies complete one after another (docs/lab/results/2026-12-01_h200_tma_ingest.md). Measured
+//       on the H200 in the persistent lean form: within 0.5% of it (docs/lab/results/2026-12-02_h200_ws_trace.md).
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
 //       shared-memory round trip), one k16 part at a time, each part issued as wgmma.m64nBNk16 (FP32 accumulators)
 //       as soon as it is built. Rank steps load d fragments from global memory into the same registers and run BF16
@@ -95,14 +95,14 @@
 //       bytes, two byte permutes the two fragment registers): 3 instructions per fragment register before its
 //       multiply instead of 4, 8 code-word loads per K tile instead of 16. The B copy is written in the matching K
 //       order (smxx_dequant_fp16_words<W, true>). H200: the GEMM launch 3.6-4.6% faster on zero operands (where the
-//       clock stays high), 0.1-2.1% in the op on random operands (bench/results/2026-12-02_h200_pairs.md).
+//       clock stays high), 0.1-2.1% in the op on random operands (docs/lab/results/2026-12-02_h200_pairs.md).
 //   EPI_TMA (the persistent lean FP16-B forms): the consumers write each finished tile (same arithmetic) into a
 //       staging area of four 128 x 64 BF16 boxes in the 128-byte swizzle (the fourth is the d buffer; DBUFS = 2: the
 //       second d buffer is the first box), arrive on `staged` and go on with the next tile; warp 3 stores the boxes
 //       by TMA and arrives on `stage_free` once they have been read; warp 1 waits for that before the next tile's d
 //       tiles and bias (a 512-byte bulk copy the epilogue reads). The 64 KiB of global stores per tile on the
 //       consumers' path had cost ~7% at K = 3072; these forms measured 2.6-7.1% faster on the 18 large suite rows
-//       (bench/results/2026-12-02_h200_epi_tma.md).
+//       (docs/lab/results/2026-12-02_h200_epi_tma.md).
 //   TRANS (the EPI_TMA forms): the transposed product, out^T = deq(B) deq(A)^T + l1 d^T, for N > M: the host passes
 //       the op's B as this kernel's packed A side, the op's A as its FP16 B side (the copy launch then writes
 //       M x K, not N x K), l1 and d swapped; the same products in the same K order, so the same bits. The epilogue
@@ -113,7 +113,7 @@
 //       [x, num_main) of the tile its range starts in, on slot b's sums, which the producer prefetches into L2; then
 //       rank steps and epilogue); the producer, warp 1 (d tiles, bias: finishing segments only) and warp 3 (stores)
 //       walk the same segments. Same bits as whole tiles (GPU tests). The heuristic's pick for two or three rounds
-//       of tiles, the last at most half full (bench/results/2026-12-03_h200_stream_k.md).
+//       of tiles, the last at most half full (docs/lab/results/2026-12-03_h200_stream_k.md).
 #pragma once
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"
@@ -618,7 +618,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // arithmetic, so its bytes): lane l takes word l % 8 of rows 4 i + l / 8, i < 16, so each store instruction writes
   // four whole 128-byte rows of the unit; all 16 words' loads are in flight before the first conversion. (Measured
   // no faster than load_units / store_units here: beside the GEMM the converters' rate is their share of L2,
-  // bench/results/2026-12-04_h200_idle_converters.md.)
+  // docs/lab/results/2026-12-04_h200_idle_converters.md.)
   auto convert_unit_rows = [&](int j) {
     if (j < 0) return;
     const int kt = j / units_n, c = lane & 7;
@@ -681,7 +681,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (converter) {
       // Warp 3 of CTA b converts positions b + i G, two at a time (l, l + G) in one software pipeline: lanes 0 and 1
       // exchange the next pair's claim words and every lane loads its codes (both in flight) before the fences that
-      // publish this pair. One warp converts a pair in ~3 us on the H200 (bench/results/2026-12-02_h200_fuse_b.md):
+      // publish this pair. One warp converts a pair in ~3 us on the H200 (docs/lab/results/2026-12-02_h200_fuse_b.md):
       // fast enough for the columns after the first wave, not for all of B.
       const int G = (int)gridDim.x;
       uint4 q[2][4];
@@ -1213,7 +1213,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     // Only the k16 steps holding rank columns (r is a multiple of 16): past r the d and l1 tiles are the TMA's zero
     // fill, and such a step (all products zero) leaves every accumulator as it is, so it is skipped (2 of the 4 in
     // the last rank tile at r = 32 or 96: 2 x 128 tensor-core cycles per warpgroup and output tile; no difference in
-    // the GEMM's time was measured, bench/results/2026-12-02_h200_pairs.md).
+    // the GEMM's time was measured, docs/lab/results/2026-12-02_h200_pairs.md).
     // Each count is its own straight-line fence..wait block (a wgmma under a condition makes ptxas fence every one).
     if constexpr (C::kRankTma) {  // (m64n256k16 only: not instantiated for the other tile widths)
       const int parts = (int)((p.rank - 64 * (it - num_main)) / 16);

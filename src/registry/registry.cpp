@@ -280,25 +280,25 @@ std::vector<Build> make_builds() {
       decode("smxx_dec_m16_j1_w4_s8", 1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
       decode("smxx_dec_m32_j1_w4_s6", 2, 1, 4, 6),
       // The lean forms of the FP16-B build and of the all-in-kernel one (no copy launch; 1.3-1.5x slower, unrouted).
-      // H200: bench/results/2026-12-01_h200_lean.md.
+      // H200: docs/lab/results/2026-12-01_h200_lean.md.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean", 256, 8, 5, 1, true, 1, 0, false, false, false, true),
       sm90_ws("sm90_ws_bn256_s8_b3_d2_lean", 256, 8, 3, 2, false, 1, 0, false, false, false, true),
       // The FP16-B lean form with the persistent tile loop (its rings run on across tiles); its pairs form (below)
       // is routed for most large suite shapes and is the heuristic's pick from two waves of tiles on.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers", 256, 8, 5, 1, true, 1, 0, false, true, false, true),
       // The same with the FP16 copy of B written inside the GEMM (no copy launch before it): same bytes, 1.05-1.17x
-      // slower than copy + GEMM at large M on the H200 (bench/results/2026-12-02_h200_fuse_b.md), unrouted.
+      // slower than copy + GEMM at large M on the H200 (docs/lab/results/2026-12-02_h200_fuse_b.md), unrouted.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_fuse", 256, 8, 5, 1, true, 1, 0, false, true, false, true, true),
       // The persistent lean FP16-B form with its B ring loaded by warp 2 (the producer thread then issues only the
-      // packed slots): the loads of one thread complete one after another (bench/results/2026-12-01_h200_tma_ingest.md);
-      // H200: bench/results/2026-12-02_h200_ws_trace.md.
+      // packed slots): the loads of one thread complete one after another (docs/lab/results/2026-12-01_h200_tma_ingest.md);
+      // H200: docs/lab/results/2026-12-02_h200_ws_trace.md.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_split", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false, true),
       // The lean FP16-B forms with their consumers' fragments in the PAIRS order (half of one code word per quad
       // lane and K group: 3 instructions per fragment register instead of 4 before its multiply, 8 code-word loads
       // per K tile instead of 16), B's copy by smxx_dequant_fp16_pairs. Same bits (the wgmma's 16 products per k16
       // step are summed the same whatever their positions: bench/micro/k16_order.cu). GEMM launches 3.6-4.6% faster
       // than lean_pers on zero operands, the op 0.1-2.1% on random ones, where the clock is power-bound
-      // (bench/results/2026-12-02_h200_pairs.md).
+      // (docs/lab/results/2026-12-02_h200_pairs.md).
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_pairs", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false, false,
               true),
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_split_pairs", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false,
@@ -325,7 +325,7 @@ std::vector<Build> make_builds() {
       // The pairs / TMA-store-epilogue form with the stream-K tail: no SM idle in a partial last round (e.g. 9216 x
       // 3072: 864 tiles are 6.55 rounds of 132, which whole tiles take 7 rounds for). The heuristic's pick for two or
       // three rounds with the last at most half full (0.75-0.91x the time of `_pairs_epi` there); with the last
-      // round nearly full 4.7-7.8% slower (bench/results/2026-12-03_h200_stream_k.md §5).
+      // round nearly full 4.7-7.8% slower (docs/lab/results/2026-12-03_h200_stream_k.md §5).
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               false, false, true, 1, true, true),
       // The routed pairs / TMA-store-epilogue forms on the transposed product (TRANS): for N > M the FP16 copy
@@ -337,7 +337,7 @@ std::vector<Build> make_builds() {
       // The pairs / TMA-store-epilogue form with FUSE_B: the copy launch writes only the column tiles of the first
       // wave (column-major raster), warp 3 of every CTA the others (between its tile stores) while that wave runs.
       // Measured no faster than the copy launch + `_pairs_epi` (0.3-1.4% slower): each column tile converted inside
-      // costs the GEMM ~0.6 us, more than the launch spends on it (bench/results/2026-12-03_h200_fuse_hybrid_raster.md);
+      // costs the GEMM ~0.6 us, more than the launch spends on it (docs/lab/results/2026-12-03_h200_fuse_hybrid_raster.md);
       // unrouted.
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               true, false, true, 1, true),

@@ -47,7 +47,7 @@ struct Build {
   // tiles sharing A), Sm90Ws (fp16_b) along y (row tiles sharing B).
   int cluster = 1;
   // Sm90SwapA16: warps issuing the TMA loads, taking the slots in turn (it % producers): one thread's copies
-  // complete one after another (bench/results/2026-12-01_h200_tma_ingest.md).
+  // complete one after another (docs/lab/results/2026-12-01_h200_tma_ingest.md).
   int producers = 1;
   // Sm90SwapA16 (dq_warps): K tiles per consumer step (1 or 2), and the fused ring (tile_bufs == stages: FP16 tile s
   // freed with slot s, one wait and one arrival per K tile on the consumer's path).
@@ -134,7 +134,7 @@ int first_wave_col_tiles(int tiles_m, int tiles_n, int raster, int ctas);
 struct IdleSplit {
   int converters = 0, copy_cols = 0;
 };
-// Measured on the H200 beside the GEMM's first round (bench/results/2026-12-04_h200_idle_converters.md): a
+// Measured on the H200 beside the GEMM's first round (docs/lab/results/2026-12-04_h200_idle_converters.md): a
 // converter CTA writes ~21 GB/s (L2 shared with the GEMM; 50 GB/s alone), so 12 converted 4 column tiles of 256
 // rows within the round (K-independent: a column tile and a round both scale with K) and 6 delayed the next.
 constexpr int kIdleConvertersPerColumn = 3;
