@@ -96,6 +96,30 @@ int64_t check_k(const char* fn, const char* name, int64_t k) {
   return k;
 }
 
+// Byte range of a checked view.
+struct Span {
+  uintptr_t lo = 0, hi = 0;
+};
+Span span_of(const TensorView& t) {
+  int64_t n = dtype_size(t.dtype);
+  for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];  // checked by check_tensor before
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(t.data);
+  return {lo, lo + static_cast<uintptr_t>(n)};
+}
+
+// An output the call writes must share no byte with anything else it reads or writes.
+void check_no_overlap(const char* fn, const char* out_name, const TensorView& out,
+                      std::initializer_list<std::pair<const char*, const TensorView*>> others) {
+  const Span o = span_of(out);
+  for (const auto& [name, t] : others) {
+    if (!t->defined() || !t->data) continue;
+    const Span s = span_of(*t);
+    if (o.lo < s.hi && s.lo < o.hi && o.lo < o.hi && s.lo < s.hi)
+      fail(fn, out_name, std::string("must not overlap argument '") + name + "' (it is written while '" + name +
+                             "' is in use)");
+  }
+}
+
 // Launch grids put M tiles on gridDim.y (at most 65535) and N tiles on gridDim.x; with tiles of 64 rows these bounds
 // keep the grid representable for every build the router picks (builds with 16- to 40-row tiles are routed for small
 // M only; one forced past its grid by SVDQ_FORCE_BUILD is refused before launch, src/api/ops.cpp).
@@ -139,6 +163,8 @@ MmDims validate_mm(const TensorView& a, const TensorView& b, const TensorView& a
   }
   check_tensor(fn, "out", out, {DType::BF16}, 2);
   check_dims(fn, "out", out, {r.m, r.n}, "[M, N]");
+  check_no_overlap(fn, "out", out, {{"a", &a}, {"b", &b}, {"a_sf", &a_sf}, {"b_sf", &b_sf}, {"alpha", &alpha},
+                                    {"d", &d}, {"l1", &l1}, {"bias", &bias}});
   return r;
 }
 
@@ -160,6 +186,10 @@ QuantDims validate_quantize(const char* fn, const TensorView& x, const TensorVie
   check_dims(fn, "xq", xq, {r.m, r.k / 2}, "[M, K/2]");
   check_scale_buffer(fn, "sf", sf, r.m, r.k, layout, "M");
   checked::mul(scale_buffer_bytes(r.m, r.k, layout), 1, std::string(fn) + ": scale grid");
+  static const TensorView none;
+  check_no_overlap(fn, "xq", xq, {{"x", &x}, {"pre_quant_scale", pqs ? pqs : &none}, {"global_scale", &global_scale},
+                                  {"sf", &sf}});
+  check_no_overlap(fn, "sf", sf, {{"x", &x}, {"pre_quant_scale", pqs ? pqs : &none}, {"global_scale", &global_scale}});
   return r;
 }
 
@@ -208,6 +238,14 @@ LinearDims validate_linear(const TensorView& x, const TensorView& weight_fp4, co
   if (ws < r.workspace_bytes)
     fail(fn, "workspace", "is too small: needs svdquant_linear_workspace_size(M, K, r) = " +
                               std::to_string(r.workspace_bytes) + " bytes, got " + std::to_string(ws));
+  check_no_overlap(fn, "out", out, {{"x", &x}, {"weight_fp4", &weight_fp4}, {"weight_sf", &weight_sf}, {"alpha", &alpha},
+                                    {"pre_quant_scale", &pre_quant_scale}, {"l2t_smoothed", &l2t_smoothed},
+                                    {"l1_scaled", &l1_scaled}, {"global_scale", &global_scale}, {"bias", &bias},
+                                    {"workspace", &workspace}});
+  check_no_overlap(fn, "workspace", workspace,
+                   {{"x", &x}, {"weight_fp4", &weight_fp4}, {"weight_sf", &weight_sf}, {"alpha", &alpha},
+                    {"pre_quant_scale", &pre_quant_scale}, {"l2t_smoothed", &l2t_smoothed}, {"l1_scaled", &l1_scaled},
+                    {"global_scale", &global_scale}, {"bias", &bias}});
   return r;
 }
 

@@ -183,6 +183,14 @@ std::vector<MmCase> mm_cases() {
       ErrorCode::Overflow);
   add("out_bytes_overflow", [&](MmArgs& x) { x.out = raw_view(x.out.data, DType::BF16, {int64_t(1) << 31, int64_t(1) << 31}); },
       "out", ErrorCode::Overflow);
+  // out is written while every input is read: no shared byte, whichever end overlaps.
+  add("out_is_a", [](MmArgs& x) { x.out.data = x.a.data; }, "out");
+  add("out_inside_b", [](MmArgs& x) { x.out.data = offset(x.b, 64); }, "out");
+  add("out_ends_in_d", [&](MmArgs& x) { x.out.data = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(x.d.data) - M * N * 2 + 16); },
+      "out");
+  add("out_over_alpha", [](MmArgs& x) { x.alpha.data = offset(x.out, 1024); }, "out");
+  add("out_over_bias", [](MmArgs& x) { x.bias.data = offset(x.out, 512); }, "out");
+  add("out_over_a_sf", [](MmArgs& x) { x.a_sf.data = x.out.data; }, "out");
   return c;
 }
 
@@ -318,6 +326,10 @@ std::vector<QCase> q_cases() {
       ErrorCode::Overflow);
   add("x_bytes_overflow", [](QArgs& q) { q.x = raw_view(q.x.data, DType::BF16, {int64_t(1) << 31, int64_t(1) << 31}); },
       "x", ErrorCode::Overflow);
+  add("xq_is_x", [](QArgs& q) { q.xq.data = q.x.data; }, "xq");
+  add("xq_over_global_scale", [](QArgs& q) { q.gs.data = offset(q.xq, 16); }, "xq");
+  add("sf_inside_xq", [](QArgs& q) { q.sf.data = offset(q.xq, 32); }, "xq");
+  add("sf_over_x", [](QArgs& q) { q.sf.data = offset(q.x, 64); }, "sf");
   return c;
 }
 
@@ -333,6 +345,7 @@ std::vector<QCase> smooth_only_cases() {
   add("pqs_f32", [](QArgs& q) { q.pqs.dtype = DType::F32; }, "pre_quant_scale");
   add("pqs_missing", [](QArgs& q) { q.pqs = TensorView(); }, "pre_quant_scale");
   add("pqs_plus8", [](QArgs& q) { q.pqs.data = offset(q.pqs, 8); }, "pre_quant_scale");
+  add("xq_over_pqs", [](QArgs& q) { q.pqs.data = offset(q.xq, 32); }, "xq");
   return c;
 }
 
@@ -464,6 +477,12 @@ std::vector<LCase> linear_cases() {
   add("out_f32", [](LArgs& a) { a.out.dtype = DType::F32; }, "out");
   add("x_numel_overflow", [](LArgs& a) { a.x = raw_view(a.x.data, DType::BF16, {int64_t(1) << 40, int64_t(1) << 30}); },
       "x", ErrorCode::Overflow);
+  add("out_is_x", [](LArgs& a) { a.out.data = a.x.data; }, "out");
+  add("out_over_l1", [](LArgs& a) { a.l1.data = offset(a.out, 256); }, "out");
+  add("out_over_workspace", [](LArgs& a) { a.ws.data = offset(a.out, 4096); }, "out");
+  add("workspace_over_x", [](LArgs& a) { a.ws.data = offset(a.x, 1024); }, "workspace");
+  add("workspace_over_weight", [](LArgs& a) { a.w.data = offset(a.ws, 64); }, "workspace");
+  add("workspace_over_global_scale", [](LArgs& a) { a.gs.data = offset(a.ws, 128); }, "workspace");
   return c;
 }
 
