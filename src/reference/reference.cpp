@@ -75,9 +75,35 @@ int64_t bf16_ulp_distance(uint16_t x, uint16_t y) {
   return std::llabs(ord(x) - ord(y));
 }
 
-Comparison compare(const std::vector<uint16_t>& dev, const std::vector<double>& ref) {
+double bf16_ulp(double v) {
+  const double a = std::fabs(v);
+  if (!(a >= std::ldexp(1.0, -126))) return std::ldexp(1.0, -133);
+  return std::ldexp(1.0, std::ilogb(a) - 7);
+}
+
+Comparison compare(const std::vector<uint16_t>& dev, const std::vector<double>& ref, int64_t row_len) {
   if (dev.size() != ref.size()) throw Error(ErrorCode::InvalidArgument, "compare: size mismatch");
+  if (row_len < 0 || (row_len > 0 && dev.size() % static_cast<size_t>(row_len) != 0))
+    throw Error(ErrorCode::InvalidArgument, "compare: argument 'row_len' must divide the element count");
   Comparison c;
+  if (row_len > 0) {
+    for (size_t r0 = 0; r0 < dev.size(); r0 += static_cast<size_t>(row_len)) {
+      double row_max = 0.0;
+      for (size_t i = r0; i < r0 + static_cast<size_t>(row_len); ++i)
+        if (std::isfinite(ref[i])) row_max = std::max(row_max, std::fabs(ref[i]));
+      for (size_t i = r0; i < r0 + static_cast<size_t>(row_len); ++i) {
+        const double dv = format::bf16_decode(dev[i]);
+        if (!std::isfinite(dv) || !std::isfinite(ref[i])) continue;  // counted by nan_or_unwritten / max_ulp
+        const double bound = bf16_ulp(ref[i]) + std::ldexp(row_max, -16);
+        const double ratio = std::fabs(dv - ref[i]) / bound;
+        c.worst_bound_ratio = std::max(c.worst_bound_ratio, ratio);
+        if (ratio > 1.0) {
+          if (c.first_out_of_bound < 0) c.first_out_of_bound = static_cast<int64_t>(i);
+          ++c.out_of_bound;
+        }
+      }
+    }
+  }
   c.count = static_cast<int64_t>(dev.size());
   double sig = 0.0, noise = 0.0;
   for (size_t i = 0; i < dev.size(); ++i) {

@@ -32,9 +32,18 @@ struct Comparison {
   int64_t within_1ulp = 0;        // elements with distance <= 1
   int64_t nan_or_unwritten = 0;   // device NaN/Inf where the reference is finite, or poison left
   double sqnr_db = 0.0;           // 10 log10(Σ ref² / Σ (dev - ref)²); +inf when exact
+  // With rows (row_len > 0): finite elements outside SPEC §1's per-element bound |dev - ref| <= 1 ulp_bf16(ref) +
+  // 2^-16 max_row |ref|, the first such index (-1: none), and the largest |dev - ref| / bound seen.
+  int64_t out_of_bound = 0;
+  int64_t first_out_of_bound = -1;
+  double worst_bound_ratio = 0.0;
   double share_within_1ulp() const { return count ? double(within_1ulp) / double(count) : 1.0; }
 };
-Comparison compare(const std::vector<uint16_t>& device_bf16, const std::vector<double>& reference);
+// row_len: the length of the rows the vectors hold (their max |ref| enters the per-element bound); 0: no rows, no
+// bound.
+Comparison compare(const std::vector<uint16_t>& device_bf16, const std::vector<double>& reference, int64_t row_len = 0);
+// One BF16 ulp at |v|: the spacing of BF16 values in v's binade (2^-133 below 2^-126).
+double bf16_ulp(double v);
 
 // Distance in representable BF16 values between two BF16 encodings (monotone integer mapping).
 int64_t bf16_ulp_distance(uint16_t x, uint16_t y);

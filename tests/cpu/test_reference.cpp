@@ -255,4 +255,24 @@ TEST(UlpDistance, AcrossZeroAndSigns) {
   }
 }
 
+TEST(Reference, PerElementBoundScalesWithTheRowMax) {
+  // Row max 256: the bound of a true 0 is 2^-133 + 2^-16 * 256 = 2^-8 (+ a subnormal ulp).
+  ref::Comparison c = ref::compare({0x4380, 0x3B80}, {256.0, 0.0}, 2);
+  EXPECT_EQ(c.out_of_bound, 0);
+  EXPECT_LE(c.worst_bound_ratio, 1.0);
+  c = ref::compare({0x4380, 0x3C00}, {256.0, 0.0}, 2);  // 2^-7: twice the bound
+  EXPECT_EQ(c.out_of_bound, 1);
+  EXPECT_EQ(c.first_out_of_bound, 1);
+  EXPECT_NEAR(c.worst_bound_ratio, 2.0, 1e-6);
+  // Each row has its own max: the same error in a row of small values is out of bound.
+  c = ref::compare({0x4380, 0x3B80, 0x3F80, 0x3F82}, {256.0, 0.0, 1.0, 1.0}, 2);
+  EXPECT_EQ(c.out_of_bound, 1);
+  EXPECT_EQ(c.first_out_of_bound, 3);
+  // 1 ulp of the value itself is always allowed.
+  EXPECT_EQ(ref::compare({0x3F81}, {1.0}, 1).out_of_bound, 0);
+  EXPECT_EQ(ref::bf16_ulp(1.0), std::ldexp(1.0, -7));
+  EXPECT_EQ(ref::bf16_ulp(0.0), std::ldexp(1.0, -133));
+  EXPECT_TRUE(throws_svdq([] { ref::compare({1, 2, 3}, {1.0, 2.0, 3.0}, 2); }, svdq::ErrorCode::InvalidArgument, {"row_len"}));
+}
+
 }  // namespace

@@ -30,13 +30,6 @@ using svdq::bench::Shape;
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-// One BF16 ulp at |v| (the spacing of BF16 values around it; subnormal spacing below 2^-126).
-double bf16_ulp(double v) {
-  const double a = std::fabs(v);
-  if (a < std::ldexp(1.0, -126)) return std::ldexp(1.0, -133);
-  return std::ldexp(1.0, std::ilogb(a) - 7);
-}
-
 float amax_of(const std::vector<uint16_t>& v) {
   float a = 0;
   for (uint16_t h : v) a = std::max(a, std::fabs(bf16_value(h)));
@@ -120,7 +113,7 @@ void check_linear(const Shape& s) {
       // SPEC §1's per-element bound applied to d's one BF16 rounding: 1 ulp of the FP64 value plus 2^-16 of the
       // row's largest |d| (FP32 cancellation where the true value is near 0).
       const int64_t i = m * R + j;
-      const double bound = bf16_ulp(d_ref[i]) + std::ldexp(row_max, -16);
+      const double bound = ref::bf16_ulp(d_ref[i]) + std::ldexp(row_max, -16);
       if (!(std::fabs(double(bf16_value(d[i])) - d_ref[i]) <= bound)) {
         if (out_of_bound++ < 5)
           ADD_FAILURE() << "d[" << m << ", " << j << "] = " << bf16_value(d[i]) << ", FP64 " << d_ref[i] << " (sum |t| "
@@ -149,8 +142,9 @@ void check_linear(const Shape& s) {
   const std::vector<double> want = ref::mm_rows_f64(p, rows);
   std::vector<uint16_t> got;
   for (int64_t r : rows) got.insert(got.end(), out.begin() + r * N, out.begin() + (r + 1) * N);
-  const ref::Comparison c = ref::compare(got, want);
+  const ref::Comparison c = ref::compare(got, want, N);
   EXPECT_EQ(c.nan_or_unwritten, 0);
+  EXPECT_EQ(c.out_of_bound, 0) << "SPEC §1 per-element bound: worst |err| / bound " << c.worst_bound_ratio;
   EXPECT_GE(c.share_within_1ulp(), 0.9999) << "out: max ulp " << c.max_ulp;
   EXPECT_GT(c.sqnr_db, 40.0);
 

@@ -52,9 +52,11 @@ void check_against_reference(const Shape& s, uint64_t seed) {
   std::vector<uint16_t> got;
   got.reserve(rows.size() * static_cast<size_t>(s.n));
   for (int64_t r : rows) got.insert(got.end(), out.begin() + r * s.n, out.begin() + (r + 1) * s.n);
-  const ref::Comparison c = ref::compare(got, want);
+  const ref::Comparison c = ref::compare(got, want, s.n);
   EXPECT_EQ(c.nan_or_unwritten, 0);
   EXPECT_GE(c.share_within_1ulp(), 0.9999) << "max ulp " << c.max_ulp << ", " << c.within_1ulp << " of " << c.count;
+  EXPECT_EQ(c.out_of_bound, 0) << "SPEC §1 per-element bound: worst |err| / bound " << c.worst_bound_ratio
+                               << ", first at checked element " << c.first_out_of_bound;
   EXPECT_GT(c.sqnr_db, 40.0);
   if (::testing::Test::HasFailure()) {
     int shown = 0;

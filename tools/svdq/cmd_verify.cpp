@@ -26,7 +26,7 @@ struct VerifyOptions {
 // The pass rule: nearly every element within 1 BF16 ulp of the exactly rounded value, nothing unwritten, and a
 // high signal-to-noise ratio overall (catches a few large errors that the ulp share would forgive).
 bool passes(const reference::Comparison& c) {
-  return c.share_within_1ulp() >= 0.9999 && c.nan_or_unwritten == 0 && c.sqnr_db > 40.0;
+  return c.share_within_1ulp() >= 0.9999 && c.nan_or_unwritten == 0 && c.out_of_bound == 0 && c.sqnr_db > 40.0;
 }
 
 std::string sqnr_text(double db) {
@@ -63,7 +63,7 @@ int run_verify(const VerifyOptions& o) {
       std::vector<uint16_t> dev_rows(rows.size() * static_cast<size_t>(s.n));
       for (size_t i = 0; i < rows.size(); ++i)
         std::copy_n(out.begin() + rows[i] * s.n, s.n, dev_rows.begin() + static_cast<int64_t>(i) * s.n);
-      const auto c = reference::compare(dev_rows, ref);
+      const auto c = reference::compare(dev_rows, ref, s.n);
       const bool ok = passes(c);
       failed += ok ? 0 : 1;
       const std::string row_text = std::to_string(rows.size()) + "/" + std::to_string(s.m);
@@ -71,6 +71,7 @@ int run_verify(const VerifyOptions& o) {
                   static_cast<long long>(c.max_ulp), 100.0 * c.share_within_1ulp(), sqnr_text(c.sqnr_db).c_str(),
                   ok ? "PASS" : "FAIL");
       if (c.nan_or_unwritten) std::printf("  (%lld NaN/unwritten)", static_cast<long long>(c.nan_or_unwritten));
+      if (c.out_of_bound) std::printf("  (%lld outside the per-element bound)", static_cast<long long>(c.out_of_bound));
       std::printf("\n");
     } catch (const Error& e) {
       if (e.code() == ErrorCode::NoDevice) throw;
