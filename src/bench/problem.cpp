@@ -234,6 +234,31 @@ TensorView Problem::bias() const {
 }
 TensorView Problem::out() const { return TensorView(out_.get(), DType::BF16, {shape_.m, shape_.n}); }
 
+void Problem::replace_host(const reference::MmProblem& h) {
+  const auto same = [](size_t got, size_t want, const char* what) {
+    if (got != want)
+      throw Error(ErrorCode::InvalidArgument, std::string("Problem::replace_host: '") + what + "' changed size");
+  };
+  same(h.a.size(), host_.a.size(), "a");
+  same(h.b.size(), host_.b.size(), "b");
+  same(h.a_sf.size(), host_.a_sf.size(), "a_sf");
+  same(h.b_sf.size(), host_.b_sf.size(), "b_sf");
+  same(h.d.size(), host_.d.size(), "d");
+  same(h.l1.size(), host_.l1.size(), "l1");
+  same(h.bias.size(), host_.bias.size(), "bias");
+  if (h.m != host_.m || h.n != host_.n || h.k != host_.k || h.rank != host_.rank || h.has_bias != host_.has_bias)
+    throw Error(ErrorCode::InvalidArgument, "Problem::replace_host: the shape changed");
+  host_ = h;
+  a_.upload(host_.a.data(), static_cast<int64_t>(host_.a.size()));
+  b_.upload(host_.b.data(), static_cast<int64_t>(host_.b.size()));
+  a_sf_.upload(host_.a_sf.data(), static_cast<int64_t>(host_.a_sf.size()));
+  b_sf_.upload(host_.b_sf.data(), static_cast<int64_t>(host_.b_sf.size()));
+  alpha_.upload(&host_.alpha, 4);
+  d_.upload(host_.d.data(), static_cast<int64_t>(host_.d.size() * 2));
+  l1_.upload(host_.l1.data(), static_cast<int64_t>(host_.l1.size() * 2));
+  if (host_.has_bias) bias_.upload(host_.bias.data(), static_cast<int64_t>(host_.bias.size() * 2));
+}
+
 void Problem::poison_output() { out_.fill_byte(0xFF); }
 
 void Problem::run(Stream stream) { mm_nvfp4_svdquant(a(), b(), a_sf(), b_sf(), alpha(), d(), l1(), bias(), out(), stream); }

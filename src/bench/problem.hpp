@@ -69,6 +69,8 @@ class Problem {
   // Views of the device tensors (out is bf16 [M, N]).
   TensorView a() const, b() const, a_sf() const, b_sf() const, alpha() const, d() const, l1() const, bias() const,
       out() const;
+  // Replaces the host inputs (same shape and sizes: scales, alpha, special values) and uploads them.
+  void replace_host(const reference::MmProblem& host);
   // Fills out with 0xFFFF (BF16 NaN) so unwritten elements fail every comparison.
   void poison_output();
   void run(Stream stream = nullptr);  // svdq::mm_nvfp4_svdquant on the device tensors
