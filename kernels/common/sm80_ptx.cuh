@@ -1,7 +1,19 @@
-// Thin wrappers over the sm_80+ PTX the portable programs use: cp.async, ldmatrix, mma.sync.
+// Thin wrappers over the sm_80+ PTX the portable programs use: cp.async, ldmatrix, mma.sync. Built with SVDQ_EMU
+// (a CPU test, tests/emu/), each forwards to the emulator's model of the instruction instead.
 #pragma once
 #include "common/smxx_hd.cuh"
 
+#if defined(SVDQ_EMU)
+namespace svdq_k {
+SVDQ_DEV u32 smem_addr(const void* p) { return svdq_emu::smem_offset(p); }
+SVDQ_DEV void cp_async_16(u32 dst, const void* src, u32 src_bytes) { svdq_emu::cp_async(dst, src, 16, src_bytes); }
+SVDQ_DEV void cp_async_commit() {}
+template <int N>
+SVDQ_DEV void cp_async_wait() {}
+SVDQ_DEV void ldmatrix_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) { svdq_emu::ldmatrix(addr, 4, false, &r0, &r1, &r2, &r3); }
+SVDQ_DEV void mma_bf16_16816(float* c, const u32* a, u32 b0, u32 b1) { svdq_emu::mma_bf16_16816(c, a, b0, b1); }
+}  // namespace svdq_k
+#else
 namespace svdq_k {
 
 SVDQ_DEV u32 smem_addr(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
@@ -47,3 +59,4 @@ SVDQ_DEV u32 hmul2_u32(u32 a, u32 b) {
 }
 
 }  // namespace svdq_k
+#endif

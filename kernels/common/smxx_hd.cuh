@@ -10,6 +10,13 @@
 #define SVDQ_DEV inline
 #endif
 
+// The dynamic shared memory of a kernel (the CPU emulator of tests/emu/ hands each CTA its own buffer).
+#if defined(SVDQ_EMU)
+#define SVDQ_DYNAMIC_SMEM(name) unsigned char* name = svdq_emu::dynamic_smem()
+#else
+#define SVDQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+#endif
+
 // Timeline hooks (bench/micro/swap_a16_trace.cu): SVDQ_TRACE(point, tile) marks a pipeline event in a program;
 // it expands to nothing unless the translation unit defines SVDQ_TRACE before including the program.
 #ifndef SVDQ_TRACE

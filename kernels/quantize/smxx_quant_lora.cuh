@@ -31,6 +31,14 @@ struct QuantLoraConfig {
   static_assert(kStage % 128 == 0, "slots stay 128-byte aligned");
 };
 
+#if defined(SVDQ_EMU)
+SVDQ_DEV void ldmatrix_x2_trans(u32 addr, u32& r0, u32& r1) { svdq_emu::ldmatrix(addr, 2, true, &r0, &r1, nullptr, nullptr); }
+SVDQ_DEV float max_nan(float a, float b) { return svdq_emu::max_nan(a, b); }
+SVDQ_DEV u32 cvt_bf16x2(float hi, float lo) { return bf16_from_float(lo) | (bf16_from_float(hi) << 16); }
+SVDQ_DEV void st_release_u64(u64* p, u64 v) { svdq_emu::store_release(p, v); }
+SVDQ_DEV u64 ld_acquire_u64(const u64* p) { return svdq_emu::load_acquire(p); }
+SVDQ_DEV u32 fma_bf16x2(u32 a, u32 b, u32 c) { return svdq_emu::fma_bf16x2(a, b, c); }
+#else
 SVDQ_DEV void ldmatrix_x2_trans(u32 addr, u32& r0, u32& r1) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
 }
@@ -54,6 +62,12 @@ SVDQ_DEV u64 ld_acquire_u64(const u64* p) {
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+SVDQ_DEV u32 fma_bf16x2(u32 a, u32 b, u32 c) {  // per half: BF16(a * b + c), rounded once
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+#endif
 
 SVDQ_DEV u32 e4m3_from_nonneg(float x) {  // e4m3_from_float for x >= 0 (inf and NaN included)
 #if __CUDA_ARCH__ >= 890
@@ -63,12 +77,6 @@ SVDQ_DEV u32 e4m3_from_nonneg(float x) {  // e4m3_from_float for x >= 0 (inf and
 #else
   return e4m3_from_float(x);
 #endif
-}
-
-SVDQ_DEV u32 fma_bf16x2(u32 a, u32 b, u32 c) {  // per half: BF16(a * b + c), rounded once
-  u32 d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
 }
 
 // Half of a 16-element block (v: 8 values, already smoothed; the other half in the neighbouring lane, lane ^ 1) ->
@@ -117,7 +125,7 @@ SVDQ_DEV HalfBlock quantize_half_block(float* v, float gs, const float* inv_scal
 template <int STAGES>
 SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   using C = QuantLoraConfig<STAGES>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  SVDQ_DYNAMIC_SMEM(smem);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // Block order: splits fastest, then rank tiles, then row tiles; a split's last CTA (the one that adds the
   // partial sums) has the highest index of its rows, so the CTAs it waits for were scheduled before it.

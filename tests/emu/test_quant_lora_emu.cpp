@@ -1,0 +1,193 @@
+// The one-pass program (kernels/quantize/smxx_quant_lora.cuh) run on the CPU model of tests/emu/simt_emu.hpp: its
+// codes and scales byte-identical to the host reference quantizer (both layouts, padding, NaN / Inf / tiny blocks),
+// d within SPEC §1's per-element bound of the FP64 product, and d's rows bitwise the same whatever M and the split
+// of K over CTAs (the plans of src/router). A check of indexing, layouts and the reduction without a GPU.
+#define SVDQ_EMU 1
+#include "simt_emu.hpp"
+// (the emulator first)
+#include "quantize/smxx_quant_lora.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "format/nvfp4.hpp"
+#include "reference/reference.hpp"
+#include "router/router.hpp"
+#include "svdq/svdq.hpp"
+
+namespace {
+
+namespace fmt = svdq::format;
+namespace ref = svdq::reference;
+using svdq_k::QuantLoraConfig;
+using svdq_k::QuantLoraParams;
+
+constexpr int kStages = 4;
+
+struct Out {
+  std::vector<uint8_t> xq, sf;
+  std::vector<uint16_t> d;
+  svdq::router::QuantLoraPlan plan;
+};
+
+uint16_t bits_bf16(float f) { return static_cast<uint16_t>(svdq_k::bf16_from_float(f)); }
+
+// As src/api/ops.cpp launch_quant_lora, on host memory.
+Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float gs, int64_t m, int64_t k,
+        const std::vector<uint16_t>* l2t, int64_t r, bool swizzled, bool quantize, int sm_count) {
+  Out o;
+  o.plan = svdq::router::plan_quant_lora(m, k, l2t ? r : 0, sm_count);
+  const auto& pl = o.plan;
+  const svdq::ScaleLayout layout = swizzled ? svdq::ScaleLayout::Swizzled128x4 : svdq::ScaleLayout::Linear;
+  if (quantize) {
+    o.xq.assign(static_cast<size_t>(m * k / 2), 0xAB);
+    o.sf.assign(static_cast<size_t>(svdq::scale_buffer_bytes(m, k, layout)), 0xAB);
+  }
+  if (l2t) o.d.assign(static_cast<size_t>(m * r), 0xFFFF);
+  std::vector<float> part(static_cast<size_t>(pl.part_bytes / 4 + 1), std::nanf(""));
+  std::vector<unsigned long long> flags(static_cast<size_t>(pl.flag_bytes / 8 + 1), 0x1234);
+  QuantLoraParams p{};
+  p.x = x.data();
+  p.pqs = pqs ? pqs->data() : nullptr;
+  p.global_scale = &gs;
+  p.xq = quantize ? o.xq.data() : nullptr;
+  p.sf = quantize ? o.sf.data() : nullptr;
+  p.l2t = l2t ? l2t->data() : nullptr;
+  p.d = l2t ? o.d.data() : nullptr;
+  p.part = part.data();
+  p.flags = flags.data();
+  p.epoch = 0x9E3779B97F4A7C15ull;
+  p.m = m;
+  p.k = k;
+  p.swizzled = swizzled ? 1 : 0;
+  p.sf_rows = swizzled ? (m + 127) / 128 * 128 : m;
+  p.sf_cols = swizzled ? (k / 16 + 3) / 4 * 4 : k / 16;
+  p.row_tiles = pl.row_tiles;
+  p.rank = static_cast<int>(r);
+  p.rank_tiles = pl.rank_tiles;
+  p.splits = pl.splits;
+  p.chunk_tiles = pl.chunk_tiles;
+  p.chunks = pl.chunks;
+  p.chunks_per_split = pl.chunks_per_split;
+  svdq_emu::launch(static_cast<unsigned>(pl.grid), 256, QuantLoraConfig<kStages>::kSmem,
+                   [&] { svdq_k::smxx_quant_lora<kStages>(p); });
+  return o;
+}
+
+std::vector<uint16_t> random_x(std::mt19937_64& g, int64_t n, bool specials) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<uint16_t> x(static_cast<size_t>(n));
+  for (auto& v : x) v = bits_bf16(nd(g) * std::exp2(static_cast<float>(static_cast<int>(g() % 9) - 4)));
+  if (specials) {
+    // Whole blocks of specials: NaN, Inf, -0, tiny (|x| < 2^-118), zeros, ties.
+    for (int64_t b = 0; b + 16 <= n; b += 16 * 7) {
+      switch ((b / 16) % 6) {
+        case 0: x[static_cast<size_t>(b + 3)] = 0x7FC0; break;
+        case 1: x[static_cast<size_t>(b + 9)] = 0xFF80; break;
+        case 2: for (int i = 0; i < 16; ++i) x[static_cast<size_t>(b + i)] = 0x8000; break;
+        case 3: for (int i = 0; i < 16; ++i) x[static_cast<size_t>(b + i)] = static_cast<uint16_t>(0x0080 + i); break;
+        case 4: for (int i = 0; i < 16; ++i) x[static_cast<size_t>(b + i)] = 0; break;
+        default: x[static_cast<size_t>(b)] = bits_bf16(6.0f); x[static_cast<size_t>(b + 1)] = bits_bf16(2.5f); break;
+      }
+    }
+  }
+  return x;
+}
+
+struct Case {
+  int64_t m, k, r;
+};
+
+class QuantLoraEmu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QuantLoraEmu, CodesScalesAndDMatchTheReferences) {
+  const Case c = GetParam();
+  std::mt19937_64 g(static_cast<uint64_t>(c.m * 131 + c.k * 7 + c.r));
+  const std::vector<uint16_t> x = random_x(g, c.m * c.k, true);
+  std::vector<uint16_t> pqs(static_cast<size_t>(c.k)), l2t(static_cast<size_t>(c.k * c.r));
+  std::uniform_real_distribution<float> ud(0.5f, 2.0f), ld(-0.05f, 0.05f);
+  for (auto& v : pqs) v = bits_bf16(ud(g));
+  for (auto& v : l2t) v = bits_bf16(ld(g));
+  const float gs = 37.5f;
+
+  for (bool swizzled : {true, false}) {
+    SCOPED_TRACE(swizzled ? "swizzled" : "linear");
+    const Out o = run(x, &pqs, gs, c.m, c.k, &l2t, c.r, swizzled, true, 132);
+    const fmt::Quantized want = fmt::quantize_smooth_reference(
+        x.data(), pqs.data(), c.m, c.k, gs, swizzled ? svdq::ScaleLayout::Swizzled128x4 : svdq::ScaleLayout::Linear);
+    ASSERT_EQ(o.xq.size(), want.q.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < want.q.size(); ++i)
+      if (o.xq[i] != want.q[i] && bad++ < 5) ADD_FAILURE() << "xq byte " << i << " (row " << i / (c.k / 2) << ")";
+    for (size_t i = 0; i < want.sf.size(); ++i)
+      if (o.sf[i] != want.sf[i] && bad++ < 10) ADD_FAILURE() << "sf byte " << i;
+    EXPECT_EQ(bad, 0);
+  }
+
+  // d against FP64, SPEC §1's per-element bound on its one BF16 rounding (finite x; the specials' rows are checked
+  // for invariance below).
+  const std::vector<uint16_t> xf = random_x(g, c.m * c.k, false);
+  const Out of = run(xf, &pqs, gs, c.m, c.k, &l2t, c.r, true, true, 132);
+  std::vector<uint16_t> got;
+  std::vector<double> want;
+  for (int64_t m = 0; m < c.m; ++m) {
+    std::vector<double> row(static_cast<size_t>(c.r));
+    bool finite = true;
+    for (int64_t j = 0; j < c.r; ++j) {
+      double acc = 0;
+      for (int64_t kk = 0; kk < c.k; ++kk)
+        acc += double(svdq_emu::bf16f(xf[static_cast<size_t>(m * c.k + kk)])) * double(svdq_emu::bf16f(l2t[static_cast<size_t>(kk * c.r + j)]));
+      finite &= std::isfinite(acc);
+      row[static_cast<size_t>(j)] = acc;
+    }
+    if (!finite) continue;
+    want.insert(want.end(), row.begin(), row.end());
+    got.insert(got.end(), of.d.begin() + m * c.r, of.d.begin() + (m + 1) * c.r);
+  }
+  ASSERT_FALSE(want.empty());
+  const ref::Comparison cmp = ref::compare(got, want, c.r);
+  EXPECT_EQ(cmp.nan_or_unwritten, 0);
+  EXPECT_EQ(cmp.out_of_bound, 0) << "worst |err| / bound " << cmp.worst_bound_ratio;
+  EXPECT_GE(cmp.share_within_1ulp(), 0.999);
+
+  // Rows of d (and codes) do not depend on M or on the split: the first rows alone, and plans for other SM counts.
+  const Out o = run(x, &pqs, gs, c.m, c.k, &l2t, c.r, true, true, 132);
+  for (int sm : {132, 4, 1000}) {
+    for (int64_t m : {int64_t(1), int64_t(33), c.m}) {
+      if (m > c.m) continue;
+      const std::vector<uint16_t> xm(x.begin(), x.begin() + m * c.k);
+      const Out om = run(xm, &pqs, gs, m, c.k, &l2t, c.r, true, true, sm);
+      SCOPED_TRACE("M " + std::to_string(m) + ", SMs " + std::to_string(sm) + ", splits " + std::to_string(om.plan.splits));
+      EXPECT_TRUE(std::equal(om.d.begin(), om.d.end(), o.d.begin())) << "d rows differ";
+      EXPECT_TRUE(std::equal(om.xq.begin(), om.xq.end(), o.xq.begin())) << "codes differ";
+    }
+  }
+}
+
+TEST_P(QuantLoraEmu, QuantizationAloneWithoutSmoothing) {
+  const Case c = GetParam();
+  std::mt19937_64 g(static_cast<uint64_t>(c.m * 17 + c.k));
+  const std::vector<uint16_t> x = random_x(g, c.m * c.k, true);
+  for (float gs : {1.0f, 448.0f * 6.0f / 16.0f, std::ldexp(1.0f, 30)}) {
+    for (int sm : {132, 2}) {
+      const Out o = run(x, nullptr, gs, c.m, c.k, nullptr, 0, true, true, sm);
+      const fmt::Quantized want = fmt::quantize_reference(x.data(), c.m, c.k, gs, svdq::ScaleLayout::Swizzled128x4);
+      EXPECT_TRUE(o.xq == want.q) << "gs " << gs << " SMs " << sm;
+      EXPECT_TRUE(o.sf == want.sf) << "gs " << gs << " SMs " << sm;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, QuantLoraEmu,
+                         ::testing::Values(Case{1, 64, 16}, Case{77, 3104, 48}, Case{129, 512, 32}, Case{40, 1024, 128},
+                                           Case{200, 96, 80}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return "m" + std::to_string(i.param.m) + "_k" + std::to_string(i.param.k) + "_r" +
+                                  std::to_string(i.param.r);
+                         });
+
+}  // namespace
