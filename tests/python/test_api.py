@@ -85,3 +85,13 @@ def test_enable_pdl_must_be_a_bool():
 def test_unsupported_array_types_are_named():
     with pytest.raises(TypeError, match="arrays of type builtins.list are not supported"):
         svdq.nvfp4_quantize([[0.0] * 64], [1.0])
+
+
+def test_bench_module_says_what_it_needs():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "svdq.bench"], capture_output=True, text=True)
+    assert r.returncode == 2 and "nothing to do" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "svdq.bench", "--overhead"], capture_output=True, text=True)
+    assert r.returncode == 2 and ("needs torch" in r.stderr or "no CUDA device" in r.stderr)
