@@ -23,9 +23,13 @@ SVDQ_DEV u32 scale_half2_x128(u32 code) {
 
 // f16x2 compare: 1.0 in each half where a >= b, else 0.0.
 SVDQ_DEV u32 hset2_ge(u32 a, u32 b) {
+#if defined(SVDQ_EMU)
+  return svdq_emu::hset2_ge(a, b);
+#else
   u32 d;
   asm("set.ge.f16x2.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
   return d;
+#endif
 }
 
 // Two E4M3 scale codes at once (bits 0-7 and 16-23 of `codes2`, the rest zero) -> FP16x2 (s_lo x 2^7, s_hi x 2^7),

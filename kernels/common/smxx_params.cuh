@@ -77,6 +77,10 @@ struct QuantLoraParams {
   int chunk_tiles;        // K tiles of 64 per chunk (set by K alone)
   int chunks;             // ceil(ceil(K / 64) / chunk_tiles)
   int chunks_per_split;   // ceil(chunks / splits)
+  // The FP16 copy of deq(xq) x 2^-7 the routed GEMM reads ([M, K], smxx_dequant_fp16's bytes: a16_pairs selects its
+  // PAIRS order), written by the same pass instead of a copy launch; null: none.
+  u16* a16;
+  int a16_pairs;
 };
 
 // deq(x) x 2^-7 as FP16 [rows, K] (the FP16 operand of the sm_90a swap-AB-on-FP16-A and FP16-B programs, see

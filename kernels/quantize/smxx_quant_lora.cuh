@@ -1,6 +1,7 @@
 // One pass over the activations x (bf16 [M, K]) for svdquant_linear, and the NVFP4 quantizer on its own:
 //   - (xq, sf) = the SPEC §1 quantization of x (or of BF16(x * pqs)), byte-identical to the host reference;
-//   - d = BF16(x @ l2t) on tensor cores (mma.sync m16n8k16, BF16 in, FP32 accumulators), l2t bf16 [K, r].
+//   - d = BF16(x @ l2t) on tensor cores (mma.sync m16n8k16, BF16 in, FP32 accumulators), l2t bf16 [K, r];
+//   - where the routed GEMM reads the activations as FP16, that copy too (smxx_dequant_fp16's bytes).
 // A CTA takes 32 rows, one rank tile of at most 64 columns and a range of K chunks; K tiles of 64 stream through a
 // cp.async ring of STAGES slots (x, pqs and the l2t tile of each K tile). In each K tile every thread quantizes half
 // a 16-element block (the two halves of a block are neighbouring lanes), then every warp runs its mma steps.
@@ -12,6 +13,7 @@
 // in the same order. So d is run-to-run deterministic and a row's d does not depend on M or on the split.
 #pragma once
 #include "common/sm80_ptx.cuh"
+#include "common/smxx_dequant.cuh"
 #include "common/smxx_nvfp4_codec.cuh"
 #include "common/smxx_params.cuh"
 
@@ -234,6 +236,14 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       });
       const i64 k = static_cast<i64>(kt) * 64 + qch * 8;
       if (qm < p.m && k < p.k) *reinterpret_cast<u32*>(p.xq + qm * (p.k / 2) + k / 2) = b.codes;
+      if (p.a16 != nullptr) {  // the GEMM's FP16 copy of this word (every lane: the PAIRS order trades halves)
+        u32 h[4];
+        if (p.a16_pairs)
+          dequant8_f16_copy_word<true>(b.codes, b.scale, (qch & 1) != 0, h);
+        else
+          dequant8_f16_copy_word<false>(b.codes, b.scale, (qch & 1) != 0, h);
+        if (qm < p.m && k < p.k) *reinterpret_cast<uint4*>(p.a16 + qm * p.k + k) = make_uint4(h[0], h[1], h[2], h[3]);
+      }
       if (p.swizzled) {
         // The 4 scales of a row in one K tile are one aligned word of the 128x4 layout.
         const u32 s1 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 2), s2 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 4),

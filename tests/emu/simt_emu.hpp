@@ -33,6 +33,12 @@ inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 inline float2 make_float2(float a, float b) { return {a, b}; }
 inline float __fadd_rn(float a, float b) { return a + b; }
+inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
+  const unsigned long long v = (static_cast<unsigned long long>(b) << 32) | a;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= static_cast<unsigned>((v >> (8 * ((s >> (4 * i)) & 7))) & 0xFFu) << (8 * i);
+  return r;
+}
 inline float __ldcg(const float* p) { return *p; }
 
 namespace svdq_emu {
@@ -194,6 +200,51 @@ inline uint32_t fma_bf16x2(uint32_t a, uint32_t b, uint32_t c) {
     const float x = bf16f(a >> (16 * h)) * bf16f(b >> (16 * h)) + bf16f(c >> (16 * h));
     r |= bf16_round(x) << (16 * h);
   }
+  return r;
+}
+
+// FP16 <-> float (round to nearest even, subnormals, Inf / NaN kept).
+inline float f16f(uint32_t h) {
+  h &= 0xFFFFu;
+  const uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  float v;
+  if (e == 0) v = std::ldexp(static_cast<float>(m), -24);
+  else if (e == 31) v = m ? std::nanf("") : INFINITY;
+  else v = std::ldexp(static_cast<float>(m | 0x400u), static_cast<int>(e) - 25);
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u |= sign;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+inline uint32_t f16_round(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const float a = std::fabs(f);
+  if (std::isnan(a)) return sign | 0x7E00u;
+  if (a >= 65520.0f) return sign | 0x7C00u;
+  if (a < std::ldexp(1.0f, -14)) {  // subnormal: units of 2^-24, ties to even
+    return sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f));
+  }
+  int e;
+  const float fr = std::frexp(a, &e);                     // a = fr * 2^e, fr in [0.5, 1)
+  uint32_t mant = static_cast<uint32_t>(std::nearbyint(std::ldexp(fr, 11)));  // 11 significant bits
+  if (mant == 2048u) {
+    mant = 1024u;
+    ++e;
+  }
+  if (e + 14 >= 31) return sign | 0x7C00u;
+  return sign | (static_cast<uint32_t>(e + 14) << 10) | (mant & 0x3FFu);
+}
+inline uint32_t hmul2(uint32_t a, uint32_t b) {
+  uint32_t r = 0;
+  for (int h = 0; h < 2; ++h) r |= f16_round(f16f(a >> (16 * h)) * f16f(b >> (16 * h))) << (16 * h);
+  return r;
+}
+inline uint32_t hset2_ge(uint32_t a, uint32_t b) {
+  uint32_t r = 0;
+  for (int h = 0; h < 2; ++h) r |= (f16f(a >> (16 * h)) >= f16f(b >> (16 * h)) ? 0x3C00u : 0u) << (16 * h);
   return r;
 }
 

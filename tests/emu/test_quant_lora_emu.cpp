@@ -30,7 +30,7 @@ constexpr int kStages = 4;
 
 struct Out {
   std::vector<uint8_t> xq, sf;
-  std::vector<uint16_t> d;
+  std::vector<uint16_t> d, a16;
   svdq::router::QuantLoraPlan plan;
 };
 
@@ -38,7 +38,7 @@ uint16_t bits_bf16(float f) { return static_cast<uint16_t>(svdq_k::bf16_from_flo
 
 // As src/api/ops.cpp launch_quant_lora, on host memory.
 Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float gs, int64_t m, int64_t k,
-        const std::vector<uint16_t>* l2t, int64_t r, bool swizzled, bool quantize, int sm_count) {
+        const std::vector<uint16_t>* l2t, int64_t r, bool swizzled, bool quantize, int sm_count, int a16 = -1) {
   Out o;
   o.plan = svdq::router::plan_quant_lora(m, k, l2t ? r : 0, sm_count);
   const auto& pl = o.plan;
@@ -48,6 +48,7 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
     o.sf.assign(static_cast<size_t>(svdq::scale_buffer_bytes(m, k, layout)), 0xAB);
   }
   if (l2t) o.d.assign(static_cast<size_t>(m * r), 0xFFFF);
+  if (a16 >= 0) o.a16.assign(static_cast<size_t>(m * k), 0xDEAD);
   std::vector<float> part(static_cast<size_t>(pl.part_bytes / 4 + 1), std::nanf(""));
   std::vector<unsigned long long> flags(static_cast<size_t>(pl.flag_bytes / 8 + 1), 0x1234);
   QuantLoraParams p{};
@@ -73,6 +74,8 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
   p.chunk_tiles = pl.chunk_tiles;
   p.chunks = pl.chunks;
   p.chunks_per_split = pl.chunks_per_split;
+  p.a16 = a16 >= 0 ? o.a16.data() : nullptr;
+  p.a16_pairs = a16 == 1 ? 1 : 0;
   svdq_emu::launch(static_cast<unsigned>(pl.grid), 256, QuantLoraConfig<kStages>::kSmem,
                    [&] { svdq_k::smxx_quant_lora<kStages>(p); });
   return o;
@@ -179,6 +182,63 @@ TEST_P(QuantLoraEmu, QuantizationAloneWithoutSmoothing) {
       EXPECT_TRUE(o.xq == want.q) << "gs " << gs << " SMs " << sm;
       EXPECT_TRUE(o.sf == want.sf) << "gs " << gs << " SMs " << sm;
     }
+  }
+}
+
+// The FP16 copy of deq(xq) x 2^-7 written by the same pass: smxx_dequant_fp16's bytes in both orders, computed here
+// from the codes and scales: within a word of 8 codes the order (0,4,1,5,2,6,3,7); PAIRS: per K group of 16 (words
+// w0, w1; pairs p_j = elements (j, j+4) of a word) (w0 p0, w0 p1, w1 p0, w1 p1, w0 p2, w0 p3, w1 p2, w1 p3).
+TEST_P(QuantLoraEmu, Fp16CopyOfTheActivationsInBothOrders) {
+  const Case c = GetParam();
+  std::mt19937_64 g(static_cast<uint64_t>(c.m * 29 + c.k));
+  const std::vector<uint16_t> x = random_x(g, c.m * c.k, true);
+  std::vector<uint16_t> pqs(static_cast<size_t>(c.k)), l2t(static_cast<size_t>(c.k * c.r));
+  std::uniform_real_distribution<float> ud(0.5f, 2.0f), ld(-0.05f, 0.05f);
+  for (auto& v : pqs) v = bits_bf16(ud(g));
+  for (auto& v : l2t) v = bits_bf16(ld(g));
+  const Out plain = run(x, &pqs, 37.5f, c.m, c.k, &l2t, c.r, true, true, 132);
+  const std::vector<uint8_t> lin = fmt::unswizzle_scales(plain.sf, c.m, c.k / 16);
+  for (int pairs : {0, 1}) {
+    SCOPED_TRACE(pairs ? "PAIRS order" : "plain order");
+    const Out o = run(x, &pqs, 37.5f, c.m, c.k, &l2t, c.r, true, true, 4, pairs);
+    EXPECT_TRUE(o.xq == plain.xq && o.d == plain.d) << "the copy changed the other outputs";
+    int64_t bad = 0;
+    for (int64_t m = 0; m < c.m; ++m) {
+      for (int64_t w = 0; w < c.k / 8; ++w) {
+        uint16_t h[8];
+        const float s = svdq_k::e4m3_to_float(lin[static_cast<size_t>(m * (c.k / 16) + w / 2)]);
+        for (int j = 0; j < 8; ++j) {
+          const uint32_t code = (plain.xq[static_cast<size_t>(m * (c.k / 2) + w * 4 + j / 2)] >> (4 * (j & 1))) & 0xFu;
+          h[j] = static_cast<uint16_t>(svdq_emu::f16_round(svdq_k::e2m1_to_float(code) * s * 0.0078125f));
+        }
+        uint16_t want[8];
+        if (!pairs) {
+          const int order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+          for (int j = 0; j < 8; ++j) want[j] = h[order[j]];
+        } else {
+          // This word's 16 bytes within its group: w0 holds (w0 p0, w0 p1, w1 p0, w1 p1), w1 (w0 p2, w0 p3, w1 p2, w1 p3).
+          uint16_t mine[8], other[8];
+          const int64_t w_other = w ^ 1;
+          for (int j = 0; j < 8; ++j) mine[j] = h[j];
+          for (int j = 0; j < 8; ++j) {
+            const uint32_t code =
+                (plain.xq[static_cast<size_t>(m * (c.k / 2) + w_other * 4 + j / 2)] >> (4 * (j & 1))) & 0xFu;
+            other[j] = static_cast<uint16_t>(svdq_emu::f16_round(svdq_k::e2m1_to_float(code) * s * 0.0078125f));
+          }
+          const uint16_t* w0 = (w & 1) ? other : mine;
+          const uint16_t* w1 = (w & 1) ? mine : other;
+          const int base = (w & 1) ? 2 : 0;  // pairs 0, 1 (first word of the group) or 2, 3 (second)
+          want[0] = w0[base], want[1] = w0[base + 4], want[2] = w0[base + 1], want[3] = w0[base + 5];
+          want[4] = w1[base], want[5] = w1[base + 4], want[6] = w1[base + 1], want[7] = w1[base + 5];
+        }
+        for (int j = 0; j < 8; ++j) {
+          const uint16_t got = o.a16[static_cast<size_t>(m * c.k + w * 8 + j)];
+          if (got != want[j] && bad++ < 5)
+            ADD_FAILURE() << "a16 row " << m << " word " << w << " half " << j << ": 0x" << std::hex << got << " want 0x" << want[j];
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0);
   }
 }
 
