@@ -18,7 +18,13 @@ WHAT=${*:-tune tests sanitizer bench}
 OUT=${OUT:-$PWD/.out}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
 [ -n "${AOT:-}" ] && export SVDQ_AOT_DIR=$PWD/$AOT
-CANDIDATES=${CANDIDATES:-sm90_ws_bn256_s6_b2,sm90_ws_bn256_s6_b3,sm90_ws_bn128_s8_b3,sm90_ws_bn192_s6_b3,sm90_ws_bn192_s8_b2,sm90_wgmma_bm128_s4,sm80_gemm_bm64_s6_t2,sm90_swap_bm24_s12_b4,sm90_swap_bm72_s12_b4,sm90_swap_bm136_s10_b4}
+# The GEMM builds routed on sm_90a (the table or the heuristic): the swap-AB program on FP16 A for small M, the
+# warp-specialized FP16-B forms above.
+CANDIDATES=${CANDIDATES:-sm90_a16_bm24_s16_t4_dq8_g4_p4_x2,sm90_a16_bm72_s16_t4_dq8_g4_p4_x2,sm90_a16_bm72_s8_rs,\
+sm90_a16_bm136_s6_ss,sm90_a16_bm136_s6_rs,sm90_ws16_bn128_s8_b6,sm90_ws16_bn256_s8_b5_lean_pairs,\
+sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi,sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle,\
+sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk,sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t,\
+sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi,sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi_t}
 TABLE=${TABLE:-$OUT/sm_90a.json}
 status=0
 for w in $WHAT; do

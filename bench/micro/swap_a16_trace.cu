@@ -72,8 +72,8 @@ extern "C" __global__ void __launch_bounds__(256) copy_a(const DequantParams p) 
     sm90_svdq_swap_a16<__VA_ARGS__>(p);                                                               \
   }
 // BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP
-// The registry's sm90_a16_bm72_s8_t8_dq8_g4_p4, _s8_f_dq8_g4_p4_x2 and _s16_t4_dq8_g4_p4_x2, and forms measured
-// slower (docs/lab/results/2026-12-01_h200_small_m_trace.md).
+// The registry's sm90_a16_bm72_s8_f_dq8_g4_p4_x2 and _s16_t4_dq8_g4_p4_x2, the former sm90_a16_bm72_s8_t8_dq8_g4_p4
+// (deleted as unrouted), and forms measured slower (docs/lab/results/2026-12-01_h200_small_m_trace.md).
 KERNEL(s8_t8_g4_p4, 72, 8, false, 8, 8, 1, 4, 4)
 KERNEL(s8_f_g4_p4_x2, 72, 8, false, 8, 8, 1, 4, 4, 2, true)
 KERNEL(s12_t8_g4_p4_x2, 72, 12, false, 8, 8, 1, 4, 4, 2)

@@ -1,9 +1,9 @@
-// Timeline of the large-M program's persistent FP16-B form (kernels/sm90/sm90_svdq_ws.cuh, unchanged: the registry's
-// sm90_ws16_bn256_s8_b5_lean_pers) through its SVDQ_TRACE hooks: clock64() per event for three CTAs (first, middle,
-// last of the persistent grid) at M x 3072 x K, rank 32, with bias, cold L2, the FP16 copy of B given (this
-// measures the GEMM launch alone). Prints where each CTA's cycles go: per output tile the main loop, the rank steps
-// and the epilogue of each consumer warpgroup, the steady-state period between a warpgroup's K tiles, and how far
-// the producer's loads run ahead.
+// Timeline of the large-M program's persistent FP16-B form (kernels/sm90/sm90_svdq_ws.cuh, unchanged: the former
+// build sm90_ws16_bn256_s8_b5_lean_pers, deleted as unrouted) through its SVDQ_TRACE hooks: clock64() per event for
+// three CTAs (first, middle, last of the persistent grid) at M x 3072 x K, rank 32, with bias, cold L2, the FP16
+// copy of B given (this measures the GEMM launch alone). Prints where each CTA's cycles go: per output tile the main
+// loop, the rank steps and the epilogue of each consumer warpgroup, the steady-state period between a warpgroup's K
+// tiles, and how far the producer's loads run ahead.
 //
 // Events (index: ring position q of a K tile, or the CTA's output tile number for 8-13): 0 producer issued packed
 // slot q (A codes + scales), 1 producer issued B tile q, 2 / 3 consumer warpgroup 0 / 1 issued K tile q's wgmmas,
@@ -133,7 +133,7 @@ SVDQ_DEV void fake_store_tile(const MmParams& p, float alpha, i64 m0, i64 n0, in
 
 using namespace svdq_k;
 
-// The registry's sm90_ws16_bn256_s8_b5_lean_pers (BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST,
+// The former build sm90_ws16_bn256_s8_b5_lean_pers (BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST,
 // A_SS, LEAN, FUSE_B), then with the B ring loaded by warp 2 (SPLIT_B).
 #define LEAN_PERS 256, 8, 5, 1, true, 1, 0, false, true, false, true, false
 using Cfg = Sm90WsConfig<LEAN_PERS>;

@@ -156,21 +156,11 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
                                                 std::to_string(row_tiles) + " row tiles of " + std::to_string(build.bm) +
                                                 " rows with build " + build.id + ", more than a grid's 65535");
   const uint64_t kb = static_cast<uint64_t>(km.k / 2), k = static_cast<uint64_t>(km.k), rank = static_cast<uint64_t>(km.rank);
-  if (registry::needs_fp16_a(build) && registry::needs_fp16_b(build)) {
-    // The warp-specialized program on FP16 A and B (SS wgmma): both deq(x) x 2^-7 as FP16 [rows, K].
-    with_fp16_copies(dev, stream, {{a, a_sf, km.m, "a"}, {b, b_sf, km.n, "b"}}, km.k, build, gx, gy, [&](void* const* c) {
-      svdq_k::Sm90WsParams wp{};
-      wp.mm = p;
-      wp.raster = raster;
-      const uint32_t bn = static_cast<uint32_t>(build.bn);
-      jit::encode_tma_2d(&wp.tma_a, c[0], 2, k, static_cast<uint64_t>(km.m), k * 2, 64, 128, 128);
-      jit::encode_tma_2d(&wp.tma_b, c[1], 2, k, static_cast<uint64_t>(km.n), k * 2, 64, bn, 128);
-      jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(km.n), rank * 2, 64, bn, 128);
-      jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(km.m), rank * 2, 64, 128, 128);  // rank steps, SS
-      return wp;
-    });
-    return;
-  }
+  // Every registered sm_90a build reads one operand as an FP16 copy: A (the swap-AB program) or B (the
+  // warp-specialized program's FP16-B form). Its template's other forms (packed A and B, FP16 A and B) have no builds
+  // and no launch path here.
+  if (registry::is_sm90a_program(build.program) && registry::needs_fp16_a(build) == registry::needs_fp16_b(build))
+    throw Error(ErrorCode::Unsupported, "mm_nvfp4_svdquant: build " + build.id + " has no launch path");
   if (registry::needs_fp16_a(build)) {
     // The swap-AB program on FP16 A: deq(A) x 2^-7 as FP16 [M, K]; the weights stay packed.
     with_fp16_copies(dev, stream, {{a, a_sf, km.m, "a"}}, km.k, build, gx, gy, [&](void* const* c) {
@@ -282,24 +272,6 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       throw;
     }
     jit::scratch_free(scratch, cs);
-    return;
-  }
-  if (build.program == registry::Program::Sm90Ws || build.program == registry::Program::Sm90Swap ||
-      build.program == registry::Program::Sm90Narrow) {
-    // Tensor maps for the TMA loads (see Sm90WsParams); validation already guarantees 16-byte aligned bases and
-    // row strides (K % 32 == 0, r % 16 == 0).
-    const bool swap = build.program == registry::Program::Sm90Swap;
-    svdq_k::Sm90WsParams wp{};
-    wp.mm = p;
-    wp.raster = raster;
-    // Packed A rows per box: the tile's (the warp-specialized program's tiles are 128 rows).
-    const uint32_t rows_a = build.program == registry::Program::Sm90Ws ? 128u : static_cast<uint32_t>(build.bm),
-                   rows_b = static_cast<uint32_t>(build.bn);
-    jit::encode_tma_2d(&wp.tma_a, a, 1, kb, static_cast<uint64_t>(km.m), kb, 32, rows_a, 32);
-    jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(km.n), kb, 32, rows_b, 32);
-    jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(km.n), rank * 2, 64, rows_b, 128);
-    if (swap) jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(km.m), rank * 2, 64, rows_a, 128);
-    launch(build, dev, gx, gy, stream, &wp);
     return;
   }
   launch(build, dev, gx, gy, stream, &p);

@@ -16,12 +16,9 @@ namespace svdq::registry {
 const char* program_name(Program p) {
   switch (p) {
     case Program::PortableGemm: return "sm80_svdq_gemm";
-    case Program::Sm90Wgmma: return "sm90_svdq_wgmma";
     case Program::Sm90Ws: return "sm90_svdq_ws";
-    case Program::Sm90Swap: return "sm90_svdq_swap";
     case Program::DequantFp16: return "smxx_dequant_fp16";
     case Program::Sm90SwapA16: return "sm90_svdq_swap_a16";
-    case Program::Sm90Narrow: return "sm90_svdq_narrow";
     case Program::SmxxDecode: return "smxx_svdq_decode";
     case Program::QuantLora: return "smxx_quant_lora";
   }
@@ -68,16 +65,6 @@ Build gemm(const std::string& id, int bm, int stages, int tile_bufs) {
   b.threads = 256;
   b.smem_bytes = gemm_smem(bm, 128, stages, tile_bufs);
   b.kernel_name = "svdq_" + id;
-  return b;
-}
-
-// Mirrors Sm90WgmmaConfig in kernels/sm90/sm90_svdq_wgmma.cuh.
-Build sm90(const std::string& id, int stages) {
-  Build b = gemm(id, 128, stages, 2);
-  b.program = Program::Sm90Wgmma;
-  b.min_cc = 90;
-  b.max_cc = 90;  // wgmma: sm_90a code runs on exactly 9.0
-  b.smem_bytes = gemm_smem(128, 128, stages, 2) + 1024;
   return b;
 }
 
@@ -130,27 +117,6 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   return b;
 }
 
-// Mirrors Sm90SwapConfig in kernels/sm90/sm90_svdq_swap.cuh.
-Build sm90_swap(const std::string& id, int bm, int stages, int tstages, int teams = 2, int team_warps = 6) {
-  Build b;
-  b.id = id;
-  b.program = Program::Sm90Swap;
-  b.min_cc = 90;
-  b.max_cc = 90;
-  b.bm = bm;
-  b.bn = 64;
-  b.stages = stages;
-  b.tile_bufs = tstages;
-  b.teams = teams;
-  b.team_warps = team_warps;
-  b.threads = 160 + 32 * teams * team_warps;  // 1 consumer warpgroup, 1 producer warp, the dequant teams
-  const int64_t sf_blocks = (120 + bm + 127) / 128;
-  const int64_t stage = (int64_t(bm) * 32 + 64 * 32 + 512 + sf_blocks * 512 + 255) / 256 * 256;
-  b.smem_bytes = int64_t(tstages) * (64 + bm) * 128 + stages * stage + (2 * stages + 2 * tstages) * 8 + 1024;
-  b.kernel_name = "svdq_" + id;
-  return b;
-}
-
 // Mirrors Sm90SwapA16Config in kernels/sm90/sm90_svdq_swap_a16.cuh (the rendered unit static_asserts the size).
 Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int dq_warps = 0, int tstages = 2,
                     int cluster = 1, int producers = 1, int teams = 1, int group = 1, bool fused = false,
@@ -180,27 +146,6 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
   return b;
 }
 
-// Mirrors Sm90NarrowConfig in kernels/sm90/sm90_svdq_narrow.cuh (the rendered unit static_asserts the size).
-Build sm90_narrow(const std::string& id, int wgs, int bn, int stages, int bstages, int dq_warps, int producers = 1,
-                  int teams = 1) {
-  // Consumer warpgroups, producer warps, dequant warps.
-  Build b = simple(id, Program::Sm90Narrow, 128 * wgs + 32 * producers + 32 * dq_warps);
-  b.min_cc = 90;
-  b.max_cc = 90;
-  b.bm = 64 * wgs;
-  b.bn = bn;
-  b.stages = stages;
-  b.tile_bufs = bstages;
-  b.dq_warps = dq_warps;
-  b.producers = producers;
-  b.teams = teams;
-  b.team_warps = dq_warps / teams;
-  const int64_t sf_a = b.bm > 128 ? 2 : 1, sf_b = 128 % bn == 0 ? 1 : 2;
-  const int64_t stage = (int64_t(b.bm) * 32 + bn * 32 + 512 * (sf_a + sf_b) + 255) / 256 * 256;
-  b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + (2 * stages + 2 * bstages) * 8 + 1024;
-  return b;
-}
-
 // Mirrors SmxxDecodeConfig in kernels/portable/smxx_svdq_decode.cuh (the rendered unit static_asserts the size).
 Build decode(const std::string& id, int mt, int jt, int warps, int stages) {
   Build b = simple(id, Program::SmxxDecode, 32 * warps);
@@ -225,103 +170,62 @@ Build quant_lora(const std::string& id, int stages) {
 }
 
 std::vector<Build> make_builds() {
-  // Append-only: IDs are stable names; never reuse or repurpose one.
+  // IDs are stable names: never reuse or repurpose one, nor one of the 48 builds deleted as unrouted (with the
+  // sm90_svdq_wgmma / swap / narrow programs; docs/lab/ has what was measured of them):
+  // sm80_gemm_bm128_s4_t2, sm90_wgmma_bm128_s4, sm90_ws_bn256_s6_b2, sm90_ws_bn256_s6_b3, sm90_ws_bn128_s8_b3,
+  // sm90_ws_bn192_s6_b3, sm90_ws_bn192_s8_b2, sm90_swap_bm24_s12_b4, sm90_swap_bm72_s12_b4, sm90_swap_bm136_s10_b4,
+  // sm90_ws_bn256_s8_b3_d2, sm90_ws_bn128_s8_b3_d2, sm90_a16_bm24_s12_rs, sm90_a16_bm24_s12_ss, sm90_a16_bm72_s8_ss,
+  // sm90_a16_bm40_s8_rs, sm90_a16_bm40_s6_ss, sm90_ws16_bn256_s6_b4, sm90_ws16_bn256_s8_b5, sm90_a16_bm72_s8_t4_dq8,
+  // sm90_a16_bm72_s8_t4_dq4, sm90_a16_bm136_s8_t4_dq8, sm90_a16_bm72_s8_t4_dq8_c2, sm90_ws16_bn256_s8_b5_c2,
+  // sm90_a16_bm72_s12_t4_dq8_g2_p4, sm90_a16_bm72_s12_t8_dq8_g4_p4, sm90_a16_bm72_s8_t8_dq8_g4_p4,
+  // sm90_a16_bm136_s8_t8_dq8_g4_p4, sm90_a16_bm72_s8_t8_dq8_g4_p4_c2, sm90_nw_w3_bn32_s8_b4_dq4_p4_t4,
+  // sm90_nw_w1_bn32_s8_b4_dq4_p4_t4, sm90_ws16_bn256_s8_b4_a2_d2, sm90_ws16a_bn256_s4_b4,
+  // sm90_ws16a_bn256_s4_b4_pers, sm90_ws16_bn256_s4_b4_a4_d2_ss, smxx_dec_m32_j1_w4_s6, sm90_ws16_bn256_s8_b5_lean,
+  // sm90_ws_bn256_s8_b3_d2_lean, sm90_ws16_bn256_s8_b5_lean_pers, sm90_ws16_bn256_s8_b5_lean_pers_fuse,
+  // sm90_ws16_bn256_s8_b5_lean_pers_split, sm90_ws16_bn256_s8_b5_lean_pers_pairs,
+  // sm90_ws16_bn256_s8_b5_lean_pers_split_pairs, sm90_ws16_bn256_s6_b5_lean_pers_pairs_d2,
+  // sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2, sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse,
+  // sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean, sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean.
+  // Every build here is routed (the route table, router.cpp's heuristic, the copy and one-pass selections) except
+  // sm90_a16_bm72_s8_f_dq8_g4_p4_x2, the runner-up of data/routes/sm_90a.json's 129-row records, which the table's
+  // parser requires to exist.
   return {
       gemm("sm80_gemm_bm128_s4_t1", 128, 4, 1),
       gemm("sm80_gemm_bm64_s4_t1", 64, 4, 1),
-      gemm("sm80_gemm_bm128_s4_t2", 128, 4, 2),
       gemm("sm80_gemm_bm64_s6_t2", 64, 6, 2),
       quant_lora("smxx_quant_lora_s4", 4),
       quant_lora("smxx_quant_lora_s8", 8),
-      sm90("sm90_wgmma_bm128_s4", 4),
-      sm90_ws("sm90_ws_bn256_s6_b2", 256, 6, 2),
-      sm90_ws("sm90_ws_bn256_s6_b3", 256, 6, 3),
-      sm90_ws("sm90_ws_bn128_s8_b3", 128, 8, 3),
-      sm90_ws("sm90_ws_bn192_s6_b3", 192, 6, 3),
-      sm90_ws("sm90_ws_bn192_s8_b2", 192, 8, 2),
-      sm90_swap("sm90_swap_bm24_s12_b4", 24, 12, 4),
-      sm90_swap("sm90_swap_bm72_s12_b4", 72, 12, 4),
-      sm90_swap("sm90_swap_bm136_s10_b4", 136, 10, 4),
-      sm90_ws("sm90_ws_bn256_s8_b3_d2", 256, 8, 3, 2),
-      sm90_ws("sm90_ws_bn128_s8_b3_d2", 128, 8, 3, 2),
       dequant_fp16("smxx_dequant_fp16", 256, 2),
       dequant_fp16("smxx_dequant_fp16_pairs", 256, 2, true),
-      sm90_swap_a16("sm90_a16_bm24_s12_rs", 24, 12, true),
+      // Small M on FP16 A: B into RS fragments beyond one wave, into two FP16 tiles (SS) within one (136-row tiles).
       sm90_swap_a16("sm90_a16_bm72_s8_rs", 72, 8, true),
       sm90_swap_a16("sm90_a16_bm136_s6_rs", 136, 6, true),
-      sm90_swap_a16("sm90_a16_bm24_s12_ss", 24, 12, false),
-      sm90_swap_a16("sm90_a16_bm72_s8_ss", 72, 8, false),
       sm90_swap_a16("sm90_a16_bm136_s6_ss", 136, 6, false),
-      sm90_swap_a16("sm90_a16_bm40_s8_rs", 40, 8, true),
-      sm90_swap_a16("sm90_a16_bm40_s6_ss", 40, 6, false),
-      sm90_ws("sm90_ws16_bn256_s6_b4", 256, 6, 4, 1, true),
-      sm90_ws("sm90_ws16_bn256_s8_b5", 256, 8, 5, 1, true),
+      // The FP16-B build of 128x128 tiles: one wave of them where 128x256 tiles would take as many waves.
       sm90_ws("sm90_ws16_bn128_s8_b6", 128, 8, 6, 1, true),
-      sm90_swap_a16("sm90_a16_bm72_s8_t4_dq8", 72, 8, false, 8, 4),
-      sm90_swap_a16("sm90_a16_bm72_s8_t4_dq4", 72, 8, false, 4, 4),
-      sm90_swap_a16("sm90_a16_bm136_s8_t4_dq8", 136, 8, false, 8, 4),
-      sm90_swap_a16("sm90_a16_bm72_s8_t4_dq8_c2", 72, 8, false, 8, 4, 2),
-      sm90_ws("sm90_ws16_bn256_s8_b5_c2", 256, 8, 5, 1, true, 2),
-      sm90_swap_a16("sm90_a16_bm72_s12_t4_dq8_g2_p4", 72, 12, false, 8, 4, 1, 4, 2),
-      sm90_swap_a16("sm90_a16_bm72_s12_t8_dq8_g4_p4", 72, 12, false, 8, 8, 1, 4, 4),
-      sm90_swap_a16("sm90_a16_bm72_s8_t8_dq8_g4_p4", 72, 8, false, 8, 8, 1, 4, 4),
-      sm90_swap_a16("sm90_a16_bm136_s8_t8_dq8_g4_p4", 136, 8, false, 8, 8, 1, 4, 4),
-      sm90_swap_a16("sm90_a16_bm72_s8_t8_dq8_g4_p4_c2", 72, 8, false, 8, 8, 2, 4, 4),
+      // The dequant-team builds on FP16 A: the fused-ring form (the table's runner-up at M = 129), and the 16-slot
+      // forms with 4 FP16 tiles and two K tiles per consumer step (routed: 72 rows within one wave, 24 rows always).
       sm90_swap_a16("sm90_a16_bm72_s8_f_dq8_g4_p4_x2", 72, 8, false, 8, 8, 1, 4, 4, 2, true),
       sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", 72, 16, false, 8, 4, 1, 4, 4, 2),
       sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", 24, 16, false, 8, 4, 1, 4, 4, 2),
-      // Measured slower than the swap-A16 builds at every small M tried (not routed; see the program's header).
-      sm90_narrow("sm90_nw_w3_bn32_s8_b4_dq4_p4_t4", 3, 32, 8, 4, 4, 4, 4),
-      sm90_narrow("sm90_nw_w1_bn32_s8_b4_dq4_p4_t4", 1, 32, 8, 4, 4, 4, 4),
-      sm90_ws("sm90_ws16_bn256_s8_b4_a2_d2", 256, 8, 4, 2, true, 1, 2),
-      sm90_ws("sm90_ws16a_bn256_s4_b4", 256, 4, 4, 1, true, 1, 0, true),
-      sm90_ws("sm90_ws16a_bn256_s4_b4_pers", 256, 4, 4, 1, true, 1, 0, true, true),
-      sm90_ws("sm90_ws16_bn256_s4_b4_a4_d2_ss", 256, 4, 4, 2, true, 1, 4, false, false, true),
       decode("smxx_dec_m16_j1_w4_s8", 1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
-      decode("smxx_dec_m32_j1_w4_s6", 2, 1, 4, 6),
-      // The lean forms of the FP16-B build and of the all-in-kernel one (no copy launch; 1.3-1.5x slower, unrouted).
-      // H200: docs/lab/results/2026-12-01_h200_lean.md.
-      sm90_ws("sm90_ws16_bn256_s8_b5_lean", 256, 8, 5, 1, true, 1, 0, false, false, false, true),
-      sm90_ws("sm90_ws_bn256_s8_b3_d2_lean", 256, 8, 3, 2, false, 1, 0, false, false, false, true),
-      // The FP16-B lean form with the persistent tile loop (its rings run on across tiles); its pairs form (below)
-      // is routed for most large suite shapes and is the heuristic's pick from two waves of tiles on.
-      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers", 256, 8, 5, 1, true, 1, 0, false, true, false, true),
-      // The same with the FP16 copy of B written inside the GEMM (no copy launch before it): same bytes, 1.05-1.17x
-      // slower than copy + GEMM at large M on the H200 (docs/lab/results/2026-12-02_h200_fuse_b.md), unrouted.
-      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_fuse", 256, 8, 5, 1, true, 1, 0, false, true, false, true, true),
-      // The persistent lean FP16-B form with its B ring loaded by warp 2 (the producer thread then issues only the
-      // packed slots): the loads of one thread complete one after another (docs/lab/results/2026-12-01_h200_tma_ingest.md);
-      // H200: docs/lab/results/2026-12-02_h200_ws_trace.md.
-      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_split", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false, true),
       // The lean FP16-B forms with their consumers' fragments in the PAIRS order (half of one code word per quad
       // lane and K group: 3 instructions per fragment register instead of 4 before its multiply, 8 code-word loads
       // per K tile instead of 16), B's copy by smxx_dequant_fp16_pairs. Same bits (the wgmma's 16 products per k16
       // step are summed the same whatever their positions: bench/micro/k16_order.cu). GEMM launches 3.6-4.6% faster
-      // than lean_pers on zero operands, the op 0.1-2.1% on random ones, where the clock is power-bound
-      // (docs/lab/results/2026-12-02_h200_pairs.md).
-      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_pairs", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false, false,
-              true),
-      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pers_split_pairs", 256, 8, 5, 1, true, 1, 0, false, true, false, true, false,
-              true, true),
+      // than the plain order on zero operands, the op 0.1-2.1% on random ones, where the clock is power-bound
+      // (docs/lab/results/2026-12-02_h200_pairs.md). This one, not persistent: one wave of 128x256 tiles.
       sm90_ws("sm90_ws16_bn256_s8_b5_lean_pairs", 256, 8, 5, 1, true, 1, 0, false, false, false, true, false, false,
               true),
-      // The persistent pairs form with two d buffers (two packed slots fewer for the room, so the d tiles start
-      // 1024-byte aligned): at rank > 64 rank tile 1's d tile is loaded during the main loop, not after rank tile
-      // 0's wgmmas have freed the only buffer.
-      sm90_ws("sm90_ws16_bn256_s6_b5_lean_pers_pairs_d2", 256, 6, 5, 1, true, 1, 0, false, true, false, true, false,
-              false, true, 2),
       // The persistent pairs forms with the TMA-store epilogue (EPI_TMA): the consumers write the BF16 tile into a
       // staging area (three 16 KiB boxes + the d buffer; one B tile and two packed slots fewer for the room) and go
       // on with the next tile while warp 3 stores it. The epilogue's global stores had cost ~7% at K = 3072
-      // (timing with none of them, bench/micro/ws_trace.cu -DFAKE_STORE=1).
+      // (timing with none of them, bench/micro/ws_trace.cu -DFAKE_STORE=1). The split form's B ring is loaded by
+      // warp 2 (the producer thread then issues only the packed slots).
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", 256, 6, 4, 1, true, 1, 0, false, true, false, true, false,
               false, true, 1, true),
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               false, true, true, 1, true),
-      // With two d buffers, the second being the staging area's first box (no more shared memory): at rank > 64
-      // rank tile 1's d tile is loaded during the main loop.
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
-              false, false, true, 2, true),
       // The pairs / TMA-store-epilogue form with the stream-K tail: no SM idle in a partial last round (e.g. 9216 x
       // 3072: 864 tiles are 6.55 rounds of 132, which whole tiles take 7 rounds for). The heuristic's pick for two or
       // three rounds with the last at most half full (0.75-0.91x the time of `_pairs_epi` there); with the last
@@ -334,23 +238,13 @@ std::vector<Build> make_builds() {
               false, false, true, 1, true, false, true),
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi_t", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               false, true, true, 1, true, false, true),
-      // The pairs / TMA-store-epilogue form with FUSE_B: the copy launch writes only the column tiles of the first
-      // wave (column-major raster), warp 3 of every CTA the others (between its tile stores) while that wave runs.
-      // Measured no faster than the copy launch + `_pairs_epi` (0.3-1.4% slower): each column tile converted inside
-      // costs the GEMM ~0.6 us, more than the launch spends on it (docs/lab/results/2026-12-03_h200_fuse_hybrid_raster.md);
-      // unrouted.
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
-              true, false, true, 1, true),
-      // The same with the conversion moved off the GEMM's CTAs (IDLE): the G - T % G CTAs a partial last round of T
-      // tiles would leave idle convert the units (all their warps) during the first round instead, and take their
-      // tiles from the second round on, so the rounds stay ceil(T / G); they convert the last column tiles (one per
-      // 3 converters at most: idle_split), the copy launch the others.
+      // The pairs / TMA-store-epilogue form with FUSE_B and IDLE: the copy launch writes the column tiles of B the
+      // first round reads (column-major raster); the G - T % G CTAs a partial last round of T tiles would leave idle
+      // convert the others (all their warps) during the first round, and take their tiles from the second round on,
+      // so the rounds stay ceil(T / G); they convert the last column tiles (one per 3 converters at most:
+      // idle_split), the copy launch the others.
       sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
               true, false, true, 1, true, false, false, true),
-      // The lean forms of the routed small-M builds (their dequant warps' scales by F2FP): no faster at M = 129,
-      // 2% at M = 1 (H200), unrouted.
-      sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean", 72, 16, false, 8, 4, 1, 4, 4, 2, false, true),
-      sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean", 24, 16, false, 8, 4, 1, 4, 4, 2, false, true),
   };
 }
 
@@ -391,10 +285,6 @@ std::string Build::description() const {
       os << "one pass over x: NVFP4 quantize(_smooth) and d = x @ l2t (mma.sync), " << bm << " rows x " << bn
          << " rank columns per CTA, " << stages << "-slot cp.async ring, " << smem_bytes / 1024 << " KiB smem, sm_" << min_cc << "+";
       break;
-    case Program::Sm90Wgmma:
-      os << "sm_90a wgmma GEMM, tile " << bm << "x" << bn << "x64, 2 warpgroups, " << stages
-         << "-stage cp.async ring, dequantization overlapped with async wgmma, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
-      break;
     case Program::Sm90Ws:
       os << "sm_90a warp-specialized wgmma GEMM, tile " << bm << "x" << bn << "x64, TMA + mbarrier ring of " << stages
          << " packed slots, " << tile_bufs << " FP16 B tiles, ";
@@ -422,12 +312,6 @@ std::string Build::description() const {
       if (trans) os << "on the transposed product (the op's A copied to FP16 instead of B, the tile staged transposed), ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
-    case Program::Sm90Swap:
-      os << "sm_90a swap-AB wgmma GEMM for small M, tile " << bm << " rows x " << bn << " columns x 64, TMA + "
-         << "mbarrier ring of " << stages << " packed slots, " << tile_bufs << " FP16 tile pairs, a producer warp, "
-         << teams << " teams of " << team_warps << " dequant warps taking K tiles in turn, 1 SS-wgmma consumer "
-         << "warpgroup, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
-      break;
     case Program::DequantFp16:
       os << "deq(x) x 2^-7 as FP16 (the FP16 operand of the swap-AB-on-FP16-A and FP16-B programs, " << words_per_thread
          << " words of 8 codes per thread" << (pairs ? ", K positions in the pairs order of the FP16-B pairs builds" : "")
@@ -446,13 +330,6 @@ std::string Build::description() const {
       if (cluster > 1) os << "clusters of " << cluster << " CTAs sharing the A tiles (TMA multicast), ";
       if (lean) os << "lean dequantization (E4M3 scales by F2FP), ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
-      break;
-    case Program::Sm90Narrow:
-      os << "sm_90a wgmma GEMM for small M, tile " << bm << " rows x " << bn << " columns x 64 (" << bm / 64
-         << " RS-wgmma consumer warpgroups building their A fragments from the packed codes), TMA + mbarrier ring of "
-         << stages << " packed slots, " << producers << " producer warp(s) taking the slots in turn, " << dq_warps
-         << " warps dequantizing B (" << teams << " team(s) taking the K tiles in turn) into " << tile_bufs
-         << " FP16 tiles, " << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::SmxxDecode:
       os << "decode-sized M: mma.sync GEMM, " << bm << " activation rows x " << bn << " weight rows per CTA (" << bn / (threads / 32) << " per warp, "
@@ -501,15 +378,11 @@ bool toolkit_supports(const Build& b, int nvrtc, std::string* why) {
 }
 
 bool is_gemm(const Build& b) {
-  return b.program == Program::PortableGemm || b.program == Program::Sm90Wgmma || b.program == Program::Sm90Ws ||
-         b.program == Program::Sm90Swap || b.program == Program::Sm90SwapA16 || b.program == Program::Sm90Narrow ||
+  return b.program == Program::PortableGemm || b.program == Program::Sm90Ws || b.program == Program::Sm90SwapA16 ||
          b.program == Program::SmxxDecode;
 }
 
-bool is_sm90a_program(Program p) {
-  return p == Program::Sm90Wgmma || p == Program::Sm90Ws || p == Program::Sm90Swap || p == Program::Sm90SwapA16 ||
-         p == Program::Sm90Narrow;
-}
+bool is_sm90a_program(Program p) { return p == Program::Sm90Ws || p == Program::Sm90SwapA16; }
 
 int a16_rows_per_cta(const Build& b) { return b.cluster > 1 ? (b.bm / 2 + 7) / 8 * 8 : b.bm; }
 
@@ -592,12 +465,6 @@ std::string render(const Build& b) {
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
          << "(const svdq_k::QuantLoraParams p) {\n  svdq_k::smxx_quant_lora<" << b.stages << ">(p);\n}\n";
       break;
-    case Program::Sm90Wgmma:
-      os << "#include \"sm90/sm90_svdq_wgmma.cuh\"\n"
-         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 2) " << b.kernel_name
-         << "(const svdq_k::MmParams p) {\n"
-         << "  svdq_k::sm90_svdq_wgmma<" << b.stages << ">(p);\n}\n";
-      break;
     case Program::Sm90Ws: {
       // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B, PAIRS, DBUFS,
       // EPI_TMA, SK, TRANS, IDLE) up to the last one that
@@ -619,13 +486,6 @@ std::string render(const Build& b) {
                            ", " + std::to_string(b.dq_wgs) + ws_tail);
       break;
     }
-    case Program::Sm90Swap:
-      os << "#include \"sm90/sm90_svdq_swap.cuh\"\n"
-         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 1) " << b.kernel_name
-         << "(const __grid_constant__ svdq_k::Sm90WsParams p) {\n"
-         << "  svdq_k::sm90_svdq_swap<" << b.bm << ", " << b.stages << ", " << b.tile_bufs << ", " << b.teams << ", "
-         << b.team_warps << ">(p);\n}\n";
-      break;
     case Program::DequantFp16:
       os << "#include \"quantize/smxx_dequant_fp16.cuh\"\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
@@ -649,13 +509,6 @@ std::string render(const Build& b) {
                 ", " + std::to_string(b.producers) + ", " + std::to_string(b.teams) + ", " + std::to_string(b.group) +
                 (b.fused ? ", true" : ", false") + ", true";
       render_sm90_unit(os, b, "sm90_svdq_swap_a16.cuh", "Sm90SwapA16Config", "sm90_svdq_swap_a16", targs);
-      break;
-    }
-    case Program::Sm90Narrow: {
-      const std::string targs = std::to_string(b.bm / 64) + ", " + std::to_string(b.bn) + ", " + std::to_string(b.stages) +
-                                ", " + std::to_string(b.tile_bufs) + ", " + std::to_string(b.dq_warps) + ", " +
-                                std::to_string(b.producers) + ", " + std::to_string(b.teams);
-      render_sm90_unit(os, b, "sm90_svdq_narrow.cuh", "Sm90NarrowConfig", "sm90_svdq_narrow", targs);
       break;
     }
     case Program::SmxxDecode: {

@@ -11,12 +11,11 @@ namespace svdq::registry {
 enum class Program : int {
   PortableGemm = 0,
   // 1, 2: the former one-thread-per-block quantizer and SIMT lora-down, replaced by QuantLora (10)
-  Sm90Wgmma = 3,
+  // 3, 5, 8: the former sm90_svdq_wgmma, sm90_svdq_swap (swap-AB on packed A) and sm90_svdq_narrow (small M, not
+  // swapped) programs, deleted with the unrouted builds (none of theirs was routed)
   Sm90Ws = 4,
-  Sm90Swap = 5,
   DequantFp16 = 6,  // deq(a) x 2^-7 as FP16 [M, K]: the operand Sm90SwapA16 reads
   Sm90SwapA16 = 7,
-  Sm90Narrow = 8,  // small M, not swapped: all rows of a row tile x BN output columns per CTA
   SmxxDecode = 9,  // decode-sized M, any sm_80+: mma.sync, 8 weight rows per warp, in-register weight dequant
   QuantLora = 10,  // one pass over x: NVFP4 codes and scales, and d = x @ l2t on tensor cores (either alone too)
 };
@@ -30,16 +29,13 @@ struct Build {
   int min_nvrtc = 120;  // oldest NVRTC (major*10 + minor) that compiles it
   // Parameters (meaning depends on the program).
   // Sm90Ws: stages = packed FP4 slots, tile_bufs = FP16/BF16 B tiles.
-  // Sm90Swap (swap-AB): bm = activation rows per tile (the wgmma N), bn = 64, tile_bufs = FP16/BF16 tile pairs.
   // Sm90SwapA16 (swap-AB on FP16 A): bm, bn = 64, stages = slots of (FP16 A tile, packed B tile, scales),
   // tile_bufs = 0: B dequantized into RS fragment registers, 2: into two FP16 B tiles (SS wgmma); with dq_warps:
   // the depth of the dequant warps' FP16 tile ring.
-  // Sm90Narrow: bm = 64 x consumer warpgroups (rows per CTA), bn = output columns per CTA, stages = packed slots,
-  // tile_bufs = FP16 B tiles, dq_warps = warps dequantizing B into them.
   // SmxxDecode: bm = activation rows per CTA (16 or 32), bn = weight rows per CTA (8 or 16 per warp: threads / 32
   // warps), stages = the depth of each warp's cp.async ring of 256-K weight slots.
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
-  int teams = 2, team_warps = 6;  // Sm90Swap: dequant teams (taking K tiles in turn) and warps per team
+  int teams = 2, team_warps = 6;  // Sm90SwapA16 (sets both): dequant teams (taking K tiles in turn), warps per team
   int dq_wgs = 0;  // Sm90Ws: 0 = dequant warpgroup issues the loads, consumers share B; n >= 1 = n warpgroups of a
                    // producer warp and 4n - 1 warps dequantizing all of B
   int dq_warps = 0;  // Sm90SwapA16: 0 = the consumer warpgroup dequantizes B; n = n warps writing FP16 B tiles for it

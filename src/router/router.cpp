@@ -27,18 +27,19 @@ namespace {
 // consumer step faster again (14.7-15.2 vs 16.9-17.3 us at K = 3072, 41.3-41.8 vs 51.8-52.4 at K = 12288,
 // docs/lab/results/2026-12-01_h200_small_m_trace.md). For 24-row tiles the same form is faster than both at one wave
 // and at more (1 x 3072 x 3072: 12.1 vs SS 18.5 / RS 20.1 us; 1 x 3072 x 12288: 34.0 vs 58.3 / 63.3; 16 x 12288 x
-// 3072, 192 CTAs: 23.0 vs 23.5 / 27.6; 1 x 12288 x 12288: 67.8 vs 75.8 / 92.4; same file, section 5).
+// 3072, 192 CTAs: 23.0 vs 23.5 / 27.6; 1 x 12288 x 12288: 67.8 vs 75.8 / 92.4; same file, section 5). So per tile
+// height one build within one wave and one beyond: 24 rows the dequant-team build either way, 72 rows the
+// dequant-team build / RS, 136 rows SS / RS (no dequant-team build measured faster there).
 const registry::Build& small_m_build(int sm_count, const MmShape& s) {
   struct Tile {
     int bm;
     double us_per_ktile;
-    const char *ss, *rs, *dq;  // dq: the dequant-team build within one wave (nullptr: none measured faster)
-    bool dq_any_waves;         // dq beyond one wave too (measured faster there), instead of rs
+    const char *one_wave, *more_waves;  // the build while the CTAs fit one wave, and beyond it
   };
   static const Tile kTiles[] = {
-      {24, 0.29, "sm90_a16_bm24_s12_ss", "sm90_a16_bm24_s12_rs", "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", true},
-      {72, 0.33, "sm90_a16_bm72_s8_ss", "sm90_a16_bm72_s8_rs", "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", false},
-      {136, 0.48, "sm90_a16_bm136_s6_ss", "sm90_a16_bm136_s6_rs", nullptr, false}};
+      {24, 0.29, "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2"},
+      {72, 0.33, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", "sm90_a16_bm72_s8_rs"},
+      {136, 0.48, "sm90_a16_bm136_s6_ss", "sm90_a16_bm136_s6_rs"}};
   const Tile* best = nullptr;
   int64_t best_ctas = 0;
   double best_cost = 0.0;
@@ -51,8 +52,7 @@ const registry::Build& small_m_build(int sm_count, const MmShape& s) {
       best_cost = cost;
     }
   }
-  if (best_ctas > sm_count && !best->dq_any_waves) return registry::build_by_id(best->rs);
-  return registry::build_by_id(best->dq ? best->dq : best->ss);
+  return registry::build_by_id(best_ctas > sm_count ? best->more_waves : best->one_wave);
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ TEST(CliUsage, TuneNeedsOut) {
 TEST(CliUsage, TuneRejectsUnknownAndNonGemmBuilds) {
   const auto out = std::filesystem::temp_directory_path() / "svdq_cli_usage_table.json";
   std::filesystem::remove(out);
-  CliResult r = run_cli("tune --out " + out.string() + " --builds sm90_ws_bn256_s6_b2,no_such_build");
+  CliResult r =
+      run_cli("tune --out " + out.string() + " --builds sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi,no_such_build");
   EXPECT_EQ(r.code, 64) << r.out;
   EXPECT_NE(r.out.find("no_such_build"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--builds"), std::string::npos) << r.out;

@@ -29,9 +29,9 @@ rt::RouteTable sample() {
   t.command = "svdq tune --out x.json";
   rt::RouteRecord a;
   a.shape = {129, 3072, 3072, 32, true};
-  a.build = "sm90_ws_bn128_s8_b3";
+  a.build = "sm90_ws16_bn128_s8_b6";
   a.us = 44.5;
-  a.runner_up = "sm90_ws_bn192_s8_b2";
+  a.runner_up = "sm90_ws16_bn256_s8_b5_lean_pairs";
   a.runner_up_us = 53.25;
   rt::RouteRecord b;
   b.shape = {4096, 3072, 3072, 32, true};
@@ -78,7 +78,7 @@ TEST(RouteTable, RoundTripsAndFindsExactShapes) {
   ASSERT_EQ(u.records.size(), 2u);
   EXPECT_EQ(u.records[0].runner_up_us, 53.25);
   ASSERT_NE(u.find({129, 3072, 3072, 32, true}), nullptr);
-  EXPECT_EQ(u.find({129, 3072, 3072, 32, true})->build, "sm90_ws_bn128_s8_b3");
+  EXPECT_EQ(u.find({129, 3072, 3072, 32, true})->build, "sm90_ws16_bn128_s8_b6");
   EXPECT_EQ(u.find({129, 3072, 3072, 32, false}), nullptr);  // bias is part of the key
   EXPECT_EQ(u.find({129, 3072, 3072, 64, true}), nullptr);
   EXPECT_EQ(u.find({130, 3072, 3072, 32, true}), nullptr);
@@ -86,29 +86,29 @@ TEST(RouteTable, RoundTripsAndFindsExactShapes) {
 
 TEST(RouteTable, PickRecordTakesTheFastestOrKeepsATiedPreviousBuild) {
   const rt::MmShape shape{129, 3072, 3072, 32, true};
-  const std::vector<rt::Measured> c = {{"sm90_ws_bn128_s8_b3", 45.0}, {"sm90_swap_bm72_s12_b4", 27.3},
-                                       {"sm90_swap_bm136_s10_b4", 27.6}};
+  const std::vector<rt::Measured> c = {
+      {"sm90_ws16_bn128_s8_b6", 45.0}, {"sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", 27.3}, {"sm90_a16_bm136_s6_ss", 27.6}};
   rt::RouteRecord r = rt::pick_record(shape, c, nullptr, rt::kKeepTolerance);
-  EXPECT_EQ(r.build, "sm90_swap_bm72_s12_b4");
+  EXPECT_EQ(r.build, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");
   EXPECT_EQ(r.us, 27.3);
-  EXPECT_EQ(r.runner_up, "sm90_swap_bm136_s10_b4");
+  EXPECT_EQ(r.runner_up, "sm90_a16_bm136_s6_ss");
   EXPECT_EQ(r.runner_up_us, 27.6);
   EXPECT_EQ(r.shape.m, 129);
   rt::RouteRecord prev;
   prev.shape = shape;
-  prev.build = "sm90_swap_bm136_s10_b4";  // 1.1% slower than the fastest: within 2%, kept
+  prev.build = "sm90_a16_bm136_s6_ss";  // 1.1% slower than the fastest: within 2%, kept
   r = rt::pick_record(shape, c, &prev, rt::kKeepTolerance);
-  EXPECT_EQ(r.build, "sm90_swap_bm136_s10_b4");
+  EXPECT_EQ(r.build, "sm90_a16_bm136_s6_ss");
   EXPECT_EQ(r.us, 27.6);
-  EXPECT_EQ(r.runner_up, "sm90_swap_bm72_s12_b4");
-  prev.build = "sm90_ws_bn128_s8_b3";  // 65% slower: replaced
+  EXPECT_EQ(r.runner_up, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");
+  prev.build = "sm90_ws16_bn128_s8_b6";  // 65% slower: replaced
   r = rt::pick_record(shape, c, &prev, rt::kKeepTolerance);
-  EXPECT_EQ(r.build, "sm90_swap_bm72_s12_b4");
-  EXPECT_EQ(r.runner_up, "sm90_swap_bm136_s10_b4");
+  EXPECT_EQ(r.build, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");
+  EXPECT_EQ(r.runner_up, "sm90_a16_bm136_s6_ss");
   prev.build = "sm80_gemm_bm64_s6_t2";  // not a candidate this time: the fastest wins
-  EXPECT_EQ(rt::pick_record(shape, c, &prev, rt::kKeepTolerance).build, "sm90_swap_bm72_s12_b4");
-  r = rt::pick_record(shape, {{"sm90_ws_bn128_s8_b3", 45.0}}, nullptr, rt::kKeepTolerance);
-  EXPECT_EQ(r.build, "sm90_ws_bn128_s8_b3");
+  EXPECT_EQ(rt::pick_record(shape, c, &prev, rt::kKeepTolerance).build, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");
+  r = rt::pick_record(shape, {{"sm90_ws16_bn128_s8_b6", 45.0}}, nullptr, rt::kKeepTolerance);
+  EXPECT_EQ(r.build, "sm90_ws16_bn128_s8_b6");
   EXPECT_TRUE(r.runner_up.empty());
   EXPECT_THROW(rt::pick_record(shape, {}, nullptr, rt::kKeepTolerance), svdq::Error);
 }
@@ -123,19 +123,19 @@ TEST(RouteTable, MergedReplacesRetunedShapesAndKeepsTheRest) {
   update.command = "svdq tune --update x.json --out x.json";
   rt::RouteRecord retuned;
   retuned.shape = {129, 3072, 3072, 32, true};
-  retuned.build = "sm90_swap_bm72_s12_b4";
+  retuned.build = "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2";
   retuned.us = 9.5;
   rt::RouteRecord added;
   added.shape = {1, 3072, 3072, 32, false};
-  added.build = "sm90_swap_bm24_s12_b4";
+  added.build = "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2";
   added.us = 3.0;
   update.records = {retuned, added};
   const rt::RouteTable m = rt::merged(base, update);
   ASSERT_EQ(m.records.size(), 3u);
-  EXPECT_EQ(m.records[0].build, "sm90_swap_bm72_s12_b4");  // replaced in place
+  EXPECT_EQ(m.records[0].build, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");  // replaced in place
   EXPECT_EQ(m.records[0].us, 9.5);
   EXPECT_EQ(m.records[1].build, "sm80_gemm_bm128_s4_t1");  // not retuned: kept
-  EXPECT_EQ(m.records[2].build, "sm90_swap_bm24_s12_b4");  // new shape: appended
+  EXPECT_EQ(m.records[2].build, "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");  // new shape: appended
   EXPECT_EQ(m.created, update.created);
   EXPECT_EQ(m.command, base.command + " && " + update.command);
   EXPECT_EQ(rt::RouteTable::parse(m.to_json(), "merged").to_json(), m.to_json());
@@ -158,9 +158,9 @@ TEST(RouteTable, RejectsMalformedTablesNamingTheField) {
   };
   EXPECT_NE(expect_parse_error("{").find("not valid JSON"), std::string::npos);
   EXPECT_NE(expect_parse_error(replace("\"arch\"", "\"arch_\"")).find("'arch'"), std::string::npos);
-  EXPECT_NE(expect_parse_error(replace("\"sm90_ws_bn128_s8_b3\"", "\"no_such_build\"")).find("no_such_build"),
+  EXPECT_NE(expect_parse_error(replace("\"sm90_ws16_bn128_s8_b6\"", "\"no_such_build\"")).find("no_such_build"),
             std::string::npos);
-  EXPECT_NE(expect_parse_error(replace("\"sm90_ws_bn128_s8_b3\"", "\"smxx_quant_lora_s4\"")).find("not a GEMM build"),
+  EXPECT_NE(expect_parse_error(replace("\"sm90_ws16_bn128_s8_b6\"", "\"smxx_quant_lora_s4\"")).find("not a GEMM build"),
             std::string::npos);
   EXPECT_NE(expect_parse_error(replace("\"m\": 129", "\"m\": 0")).find("'m'"), std::string::npos);
   EXPECT_NE(expect_parse_error(replace("\"m\": 129", "\"m\": \"129\"")).find("'m'"), std::string::npos);

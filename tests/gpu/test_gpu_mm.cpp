@@ -270,7 +270,7 @@ TEST(GpuMmDecode, BuildsAgreeWithTheOthersAndTheReference) {
       ids.push_back(b->id);
       ++decode;
     }
-  ASSERT_GE(decode, 2);
+  ASSERT_GE(decode, 1);
   for (const Shape& s : {make_shape(1, 3072, 3072, 32, true), make_shape(5, 4096, 12288, 128, false),
                          make_shape(16, 3072, 3072, 256, true), make_shape(17, 3072, 3072, 16, false),
                          make_shape(32, 160, 96, 48, true), make_shape(33, 160, 160, 96, true),
@@ -317,21 +317,18 @@ static std::vector<uint16_t> expect_twin_bytes(Problem& p, const svdq::env::Scop
   return ref;
 }
 
-// The builds writing B's FP16 copy inside the GEMM past the first wave's column tiles (per 64 x 64 unit, flags
-// between CTAs tagged with a per-launch epoch in reused scratch) give the copy launch's bytes, run after run: shapes
-// whose first wave covers every column (300 x 96, 2000 x 160) and shapes where the GEMM converts most columns
-// (M = 4096: 132 CTAs over 32 row tiles read 5 column tiles), with a partial unit (N = 96, 160, 3104), a K tail of
-// 32, one K tile, many tiles per CTA, and several runs in a row on the same (recycled) scratch; the pairs build
-// against its copy-launch twin. The idle-converter build on the same shapes: 112 converter CTAs (416 tiles), 12 (384
-// tiles), none (fewer tiles than SMs: all of B by the launch), and under SVDQ_FUSE_COLS=0 every unit by the grid.
+// The build writing part of B's FP16 copy inside the GEMM (the idle-converter build: per 64 x 64 unit, flags
+// between CTAs tagged with a per-launch epoch in reused scratch) gives its copy-launch twin's bytes, run after run:
+// shapes whose first round covers every column (300 x 96, 2000 x 160) and shapes with a partial last round, with a
+// partial unit (N = 96, 160, 3104), a K tail of 32, one K tile, many tiles per CTA, and several runs in a row on the
+// same (recycled) scratch: 112 converter CTAs (416 tiles), 12 (384 tiles), none (fewer tiles than SMs: all of B by
+// the launch), and under SVDQ_FUSE_COLS=0 every unit by the grid (1: one column tile by the launch, 1000: all).
 TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
   SVDQ_REQUIRE_GPU();
   const svdq::DeviceInfo info = svdq::current_device_info();
   if (info.cc_major * 10 + info.cc_minor != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only";
   const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD"), cols("SVDQ_FUSE_COLS");
   const std::pair<const char*, const char*> builds[] = {
-      {"sm90_ws16_bn256_s8_b5_lean_pers", "sm90_ws16_bn256_s8_b5_lean_pers_fuse"},
-      {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse"},
       {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle"}};
   for (const Shape& s : {make_shape(4096, 3104, 160, 32, true), make_shape(300, 96, 3072, 64, false),
                          make_shape(2000, 160, 32, 16, true), make_shape(4096, 3072, 3072, 128, true),
@@ -409,11 +406,10 @@ TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
   p.poison_output();
   p.run();
   const std::vector<uint16_t> ref = p.download_output();
-  for (const char* id : {"sm90_ws16a_bn256_s4_b4", "sm90_ws16a_bn256_s4_b4_pers", "sm90_ws16_bn256_s8_b5",
-                         "sm90_ws16_bn256_s8_b5_lean_pers_fuse", "sm90_ws16_bn256_s8_b5_lean_pers_pairs",
+  for (const char* id : {"sm90_ws16_bn128_s8_b6", "sm90_ws16_bn256_s8_b5_lean_pairs",
                          "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi",
-                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle",
-                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk"}) {
+                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk",
+                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t"}) {
     force.set(id);
     for (const char* g : {"0", "3", "16", "4096"}) {
       raster.set(g);
