@@ -40,12 +40,14 @@ const T* cptr(const TensorView& t) { return static_cast<const T*>(t.data); }
 template <typename T>
 T* mptr(const TensorView& t) { return static_cast<T*>(t.data); }
 
-// An operand the GEMM reads as FP16: its codes, scales, rows and argument name.
+// An operand the GEMM reads as FP16: its codes, scales, rows and argument name; `ready`: that copy already written
+// (by svdquant_linear's pass), so no scratch and no copy launch for it.
 struct Fp16Operand {
   const void* codes;
   const void* sf;
   int64_t rows;
   const char* arg;
+  const void* ready = nullptr;
 };
 
 // For the GEMM builds that read operands as FP16: takes rows x K x 2 bytes of stream-ordered scratch per operand,
@@ -67,19 +69,30 @@ void with_fp16_copies(const jit::DeviceTarget& dev, Stream stream, const std::ve
   }
   jit::get_kernel(dq, dev);  // both modules loaded (or their errors thrown) before anything is allocated or launched
   jit::get_kernel(build, dev);
-  // The GEMM by programmatic dependent launch (unless SVDQ_PDL=0): its CTAs start while the last copy is written;
-  // its producers wait for it (griddepcontrol.wait); an earlier copy's launch completed before the last one began.
-  const bool pdl = api::pdl_enabled();
+  // The GEMM by programmatic dependent launch after a copy launch (unless SVDQ_PDL=0): its CTAs start while the last
+  // copy is written; its producers wait for it (griddepcontrol.wait); an earlier copy's launch completed before the
+  // last one began.
   const CUstream cs = reinterpret_cast<CUstream>(stream);
-  std::vector<void*> copies;
+  std::vector<void*> copies, owned;
+  bool copied = false;
   try {
-    for (const Fp16Operand& o : ops)
-      copies.push_back(jit::scratch_alloc(static_cast<uint64_t>(registry::fp16_copy_bytes(o.rows, k)), dev.ordinal, cs,
-                                          std::string("the FP16 copy of ") + o.arg + " (" + build.id + ")"));
-    if (extra_bytes > 0)
-      copies.push_back(jit::scratch_alloc(extra_bytes, dev.ordinal, cs, "the GEMM's scratch (" + build.id + ")"));
+    for (const Fp16Operand& o : ops) {
+      if (o.ready) {
+        copies.push_back(const_cast<void*>(o.ready));
+        continue;
+      }
+      owned.push_back(jit::scratch_alloc(static_cast<uint64_t>(registry::fp16_copy_bytes(o.rows, k)), dev.ordinal, cs,
+                                         std::string("the FP16 copy of ") + o.arg + " (" + build.id + ")"));
+      copies.push_back(owned.back());
+    }
+    if (extra_bytes > 0) {
+      owned.push_back(jit::scratch_alloc(extra_bytes, dev.ordinal, cs, "the GEMM's scratch (" + build.id + ")"));
+      copies.push_back(owned.back());
+    }
     svdq_k::Sm90WsParams wp = params(copies.data());
     for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].ready) continue;
+      copied = true;
       svdq_k::DequantParams q{};
       q.a = static_cast<const svdq_k::u8*>(ops[i].codes);
       q.a_sf = static_cast<const svdq_k::u8*>(ops[i].sf);
@@ -88,12 +101,18 @@ void with_fp16_copies(const jit::DeviceTarget& dev, Stream stream, const std::ve
       q.k = k;
       launch(dq, dev, static_cast<unsigned>(blocks[i]), 1, stream, &q);
     }
-    launch(build, dev, gx, gy, stream, &wp, pdl);
+    launch(build, dev, gx, gy, stream, &wp, copied && api::pdl_enabled());
   } catch (...) {
-    for (void* c : copies) jit::scratch_free(c, cs);
+    for (void* c : owned) jit::scratch_free(c, cs);
     throw;
   }
-  for (void* c : copies) jit::scratch_free(c, cs);
+  for (void* c : owned) jit::scratch_free(c, cs);
+}
+
+// Whether `build` reads the op's A (the activations) as an FP16 copy: the swap-AB program, and the transposed-
+// product builds (the op's A on their FP16 B side).
+bool reads_a_as_fp16(const registry::Build& build) {
+  return build.trans ? registry::needs_fp16_b(build) && !build.fuse_b : registry::needs_fp16_a(build);
 }
 
 // A value no launch has used before (per process), never 0, spread over all 64 bits (splitmix64 of a counter): the
@@ -108,8 +127,10 @@ uint64_t next_epoch() {
   return z == 0 ? 1 : z;
 }
 
+// a16_ready: the op's A already copied to FP16 in the routed build's order (svdquant_linear's pass), or null.
 void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* a_sf, const void* b_sf,
-               const void* alpha, const void* d, const void* l1, const void* bias, void* out, Stream stream) {
+               const void* alpha, const void* d, const void* l1, const void* bias, void* out, Stream stream,
+               const void* a16_ready = nullptr) {
   const jit::DeviceTarget& dev = jit::current_device();
   const router::MmShape shape{dm.m, dm.n, dm.k, dm.rank, dm.has_bias};
   const registry::Build& build = router::select_gemm(dev, shape);
@@ -163,7 +184,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     throw Error(ErrorCode::Unsupported, "mm_nvfp4_svdquant: build " + build.id + " has no launch path");
   if (registry::needs_fp16_a(build)) {
     // The swap-AB program on FP16 A: deq(A) x 2^-7 as FP16 [M, K]; the weights stay packed.
-    with_fp16_copies(dev, stream, {{a, a_sf, km.m, "a"}}, km.k, build, gx, gy, [&](void* const* c) {
+    with_fp16_copies(dev, stream, {{a, a_sf, km.m, "a", a16_ready}}, km.k, build, gx, gy, [&](void* const* c) {
       void* a16 = c[0];
       svdq_k::Sm90WsParams wp{};
       wp.mm = p;
@@ -210,7 +231,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
                                                               checked::mul(sk_slots, 8, "stream-K flags"), "stream-K scratch"))
                          : 0;
       with_fp16_copies(
-          dev, stream, {{b, b_sf, km.n, tr ? "a" : "b"}}, km.k, build, gx, gy,
+          dev, stream, {{b, b_sf, km.n, tr ? "a" : "b", tr ? a16_ready : nullptr}}, km.k, build, gx, gy,
           [&](void* const* c) {
             svdq_k::Sm90WsParams wp = fp16_b_params(c[0]);
             if (build.stream_k) {
@@ -281,7 +302,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
 // Where its plan splits K over several CTAs, their partial sums and flags take stream-ordered scratch.
 void launch_quant_lora(const char* fn, int64_t m, int64_t k, int64_t rank, const void* x, const void* pqs,
                        const void* gs, void* xq, void* sf, ScaleLayout layout, const void* l2t, void* d,
-                       Stream stream) {
+                       Stream stream, void* a16 = nullptr, bool a16_pairs = false) {
   const jit::DeviceTarget& dev = jit::current_device();
   const registry::Build& build = router::select_quant_lora(dev);
   const router::QuantLoraPlan plan = router::plan_quant_lora(m, k, l2t ? rank : 0, dev.sm_count);
@@ -306,6 +327,8 @@ void launch_quant_lora(const char* fn, int64_t m, int64_t k, int64_t rank, const
   p.chunk_tiles = plan.chunk_tiles;
   p.chunks = plan.chunks;
   p.chunks_per_split = plan.chunks_per_split;
+  p.a16 = static_cast<svdq_k::u16*>(a16);
+  p.a16_pairs = a16_pairs ? 1 : 0;
   jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated
   if (plan.splits == 1) {
     launch(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p);
@@ -401,11 +424,30 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   void* xq = ws + wl.xq;
   void* sf = ws + wl.sf;
   void* d = ws + wl.d;
-  // 1. One pass over x: (xq, sf) = quantize_smooth(x) and d = BF16(x @ l2t_smoothed).
-  launch_quant_lora("svdquant_linear", dm.m, dm.k, dm.rank, x.data, pre_quant_scale.data, global_scale.data, xq, sf,
-                    ScaleLayout::Swizzled128x4, l2t_smoothed.data, d, stream);
-  // 2. out = mm_nvfp4_svdquant(xq, weight, sf, weight_sf, alpha, d, l1, bias)
-  launch_mm(dm, xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data, stream);
+  // 1. One pass over x: (xq, sf) = quantize_smooth(x) and d = BF16(x @ l2t_smoothed), and, where the routed GEMM
+  //    reads the activations as an FP16 copy, that copy too (no copy launch).
+  // 2. out = mm_nvfp4_svdquant(xq, weight, sf, weight_sf, alpha, d, l1, bias).
+  const jit::DeviceTarget& dev = jit::current_device();
+  const registry::Build& gemm = router::select_gemm(dev, {dm.m, dm.n, dm.k, dm.rank, dm.has_bias});
+  if (!reads_a_as_fp16(gemm)) {
+    launch_quant_lora("svdquant_linear", dm.m, dm.k, dm.rank, x.data, pre_quant_scale.data, global_scale.data, xq, sf,
+                      ScaleLayout::Swizzled128x4, l2t_smoothed.data, d, stream);
+    launch_mm(dm, xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data, stream);
+    return;
+  }
+  const CUstream cs = reinterpret_cast<CUstream>(stream);
+  jit::get_kernel(gemm, dev);  // its module loaded (or its error thrown) before anything is allocated
+  void* a16 = jit::scratch_alloc(static_cast<uint64_t>(registry::fp16_copy_bytes(dm.m, dm.k)), dev.ordinal, cs,
+                                 "the FP16 copy of x's codes (" + gemm.id + ")");
+  try {
+    launch_quant_lora("svdquant_linear", dm.m, dm.k, dm.rank, x.data, pre_quant_scale.data, global_scale.data, xq, sf,
+                      ScaleLayout::Swizzled128x4, l2t_smoothed.data, d, stream, a16, gemm.pairs);
+    launch_mm(dm, xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data, stream, a16);
+  } catch (...) {
+    jit::scratch_free(a16, cs);
+    throw;
+  }
+  jit::scratch_free(a16, cs);
 }
 
 }  // namespace svdq
