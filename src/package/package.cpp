@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 
 #include "jit/nvrtc_compiler.hpp"
 #include "package/fatbin.hpp"
@@ -28,11 +30,35 @@ namespace {
   throw Error(ErrorCode::InvalidArgument, origin + ": " + what);
 }
 
+// Whether `v` is a JSON integer that T holds exactly. nlohmann's get<integer>() would instead truncate 1.5, wrap -1
+// to 2^64 - 1, and convert a float beyond T's range (e.g. 1e300) with undefined behaviour (tests/fuzz).
+template <typename T>
+bool holds_integer(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  if (v.is_number_integer()) return std::is_signed_v<T> || v.get<int64_t>() >= 0;
+  return false;
+}
+
+// The value itself, never a copy: copying a json value recurses once per nesting level, so a manifest nested some
+// 10^4 levels deep would overflow the stack (tests/fuzz).
+const json& member(const json& j, const char* key, const std::string& origin) {
+  if (!j.is_object() || !j.contains(key)) bad(origin, std::string("missing field '") + key + "'");
+  return j.at(key);
+}
+
 template <typename T>
 T field(const json& j, const char* key, const std::string& origin) {
-  if (!j.is_object() || !j.contains(key)) bad(origin, std::string("missing field '") + key + "'");
+  const json& v = member(j, key, origin);
+  if constexpr (std::is_same_v<T, uint64_t>) {
+    if (!holds_integer<uint64_t>(v)) bad(origin, std::string("field '") + key + "' must be an integer in [0, 2^64)");
+  } else if constexpr (std::is_same_v<T, std::map<std::string, int64_t>>) {
+    if (v.is_object())
+      for (const auto& item : v.items())
+        if (!holds_integer<int64_t>(item.value()))
+          bad(origin, std::string("field '") + key + "' entry '" + item.key() + "' must be a 64-bit integer");
+  }
   try {
-    return j.at(key).get<T>();
+    return v.get<T>();
   } catch (const json::exception&) {
     bad(origin, std::string("field '") + key + "' has the wrong type");
   }
@@ -112,7 +138,7 @@ Manifest Manifest::parse(const std::string& text, const std::string& origin) {
   if (m.archive.empty() || m.archive.find('/') != std::string::npos) bad(origin, "field 'archive' must be a file name");
   m.archive_bytes = field<uint64_t>(j, "archive_bytes", origin);
   m.compile_options = field<std::vector<std::string>>(j, "compile_options", origin);
-  const json mods = field<json>(j, "modules", origin);
+  const json& mods = member(j, "modules", origin);
   if (!mods.is_array()) bad(origin, "field 'modules' must be an array");
   for (size_t i = 0; i < mods.size(); ++i) {
     const std::string o = origin + " module " + std::to_string(i);
@@ -126,9 +152,9 @@ Manifest Manifest::parse(const std::string& text, const std::string& origin) {
     e.offset = field<uint64_t>(jm, "offset", o);
     e.size = field<uint64_t>(jm, "size", o);
     if (e.offset > m.archive_bytes || e.size > m.archive_bytes - e.offset) bad(o, "byte range runs past the archive");
-    for (const json& t : field<json>(jm, "targets", o))
+    for (const json& t : member(jm, "targets", o))
       e.targets.push_back({field<std::string>(t, "arch", o), field<std::string>(t, "target", o), field<uint64_t>(t, "bytes", o)});
-    for (const json& s : field<json>(jm, "skipped", o))
+    for (const json& s : member(jm, "skipped", o))
       e.skipped.push_back({field<std::string>(s, "arch", o), field<std::string>(s, "reason", o)});
     for (const auto& t : e.targets) parse_target_name(t.target);  // throws on a malformed name
     m.modules.push_back(std::move(e));

@@ -27,6 +27,13 @@ using nlohmann::json;
 
 auto key(const MmShape& s) { return std::make_tuple(s.m, s.n, s.k, s.rank, s.bias); }
 
+// A time as written: rounded to 0.001 us, except where us * 1000 overflows to inf (a time parse accepts, such as
+// 1e306, would otherwise be written as null, which parse rejects: tests/fuzz).
+double rounded_us(double us) {
+  const double r = std::round(us * 1000.0) / 1000.0;
+  return std::isfinite(r) ? r : us;
+}
+
 }  // namespace
 
 RouteTable RouteTable::load(const std::string& path, const std::string& origin) {
@@ -92,9 +99,9 @@ std::string RouteTable::to_json() const {
     o["rank"] = r.shape.rank;
     o["bias"] = r.shape.bias;
     o["build"] = r.build;
-    o["us"] = std::round(r.us * 1000.0) / 1000.0;
+    o["us"] = rounded_us(r.us);
     o["runner_up"] = r.runner_up;
-    o["runner_up_us"] = std::round(r.runner_up_us * 1000.0) / 1000.0;
+    o["runner_up_us"] = rounded_us(r.runner_up_us);
     recs.push_back(o);
   }
   json doc = json::object();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "package/arch_list.hpp"
+#include "package/package.hpp"
 #include "package/select.hpp"
 #include "package/tiers.hpp"
 #include "svdq/error.hpp"
@@ -468,4 +469,60 @@ TEST(Tiers, ChecksCatchEachInconsistency) {
   EXPECT_NE(msg.find("aarch64_only_ccs"), std::string::npos) << msg;
   error_of([] { pkg::parse_tiers("{not json", "t.json"); }, svdq::ErrorCode::InvalidArgument);
   error_of([] { pkg::load_tiers("/nonexistent/arch_tiers.json"); }, svdq::ErrorCode::Io);
+}
+
+// ---------------------------------------------------------------- manifest parser: fuzz regressions
+// Found by tests/fuzz/fuzz_manifest.cpp; the inputs are in tests/fuzz/regressions/manifest/.
+
+namespace {
+
+std::string manifest_with(const std::string& archive_bytes, const std::string& modules) {
+  return R"j({"arch_list": "8.0 9.0a 10.0f", "archive": "svdq_modules.fatbin", "archive_bytes": )j" + archive_bytes +
+         R"j(, "compile_options": ["-std=c++17", "-lineinfo"], "format": "svdq-package/1", "modules": )j" + modules +
+         R"j(, "nvrtc_version": "13.0", "svdq_version": "0.1.0 (commit fuzz)"})j";
+}
+
+}  // namespace
+
+// float_archive_bytes.json: a float beyond uint64's range was converted by nlohmann's get<uint64_t>() (undefined
+// behaviour, UBSan: "1.84467e+23 is outside the range of representable values of type 'unsigned long'").
+TEST(Manifest, FuzzRegressionFloatArchiveBytes) {
+  const std::string text =
+      R"j({"arch_list": "8.0 9.0a 10.0f", "archive": "svdq_modules.fatbin", "archive_bytes": 184467440737095516154096, )j"
+      R"j("compile_options": ["-std=c++17", "-lineinfo"], "format": "svdq-package/1", "moCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC)j"
+      R"j(CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCdules": [], "nvrtc_version": "13.0", )j"
+      R"j("svdq_version": "0.1.8 (commit fuzz)"})j";
+  const std::string msg =
+      error_of([&] { pkg::Manifest::parse(text, "build.json"); }, svdq::ErrorCode::InvalidArgument);
+  EXPECT_NE(msg.find("'archive_bytes' must be an integer"), std::string::npos) << msg;
+  // The same rule for every integer field: no silent truncation of 1.5 or wrapping of -1.
+  for (const char* v : {"1e300", "-1", "4096.5", "18446744073709551616"})
+    error_of([&] { pkg::Manifest::parse(manifest_with(v, "[]"), "build.json"); }, svdq::ErrorCode::InvalidArgument);
+  const std::string module =
+      R"j([{"unit": "u", "build_id": "b", "program": "p", "kernel": "k", "params": {"threads": PARAM}, "offset": 0, )j"
+      R"j("size": 16, "targets": [{"arch": "9.0a", "target": "sm_90a", "bytes": 16}], "skipped": []}])j";
+  auto with_param = [&](const std::string& p) {
+    std::string m = module;
+    m.replace(m.find("PARAM"), 5, p);
+    return manifest_with("4096", m);
+  };
+  EXPECT_EQ(pkg::Manifest::parse(with_param("-256"), "build.json").modules.at(0).params.at("threads"), -256);
+  for (const char* p : {"1e300", "2.5", "9223372036854775808"}) {
+    const std::string pm =
+        error_of([&] { pkg::Manifest::parse(with_param(p), "build.json"); }, svdq::ErrorCode::InvalidArgument);
+    EXPECT_NE(pm.find("entry 'threads' must be a 64-bit integer"), std::string::npos) << pm;
+  }
+}
+
+// deep_modules.json: 'modules' nested 10^4 levels deep overflowed the stack (the parser copied the json value,
+// which recurses once per level). Now it is read in place and rejected at its first level.
+TEST(Manifest, FuzzRegressionDeeplyNestedModules) {
+  const size_t depth = 200000;
+  const std::string text = manifest_with("4096", std::string(depth, '[') + std::string(depth, ']'));
+  error_of([&] { pkg::Manifest::parse(text, "build.json"); }, svdq::ErrorCode::InvalidArgument);
+  const std::string targets = R"j([{"unit": "u", "build_id": "b", "program": "p", "kernel": "k", "params": {}, )j"
+                              R"j("offset": 0, "size": 16, "targets": )j" +
+                              std::string(depth, '[') + std::string(depth, ']') + R"j(, "skipped": []}])j";
+  error_of([&] { pkg::Manifest::parse(manifest_with("4096", targets), "build.json"); },
+           svdq::ErrorCode::InvalidArgument);
 }

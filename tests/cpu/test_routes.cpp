@@ -241,3 +241,24 @@ TEST(RouteTable, SelectRecordUsesTableFileNoneAndHeuristic) {
 }
 
 }  // namespace
+
+// Found by tests/fuzz/fuzz_route_table.cpp (input: tests/fuzz/regressions/route_table/huge_time.json): parse
+// accepts a time such as 1e306, but to_json wrote round(us * 1000) / 1000 = inf as null, which parse rejects.
+TEST(RouteTable, FuzzRegressionHugeTimeRoundTrips) {
+  const std::string text =
+      R"j({"arch": "sm_90a", "command": "svdq tune --out x.json", "created": "2026-12-04T16:09:20Z", )j"
+      R"j("device": "NVIDIA H200", "records": [{"bias": false, "build": "sm80_gemm_bm128_s4_t1", "k": 3072, )j"
+      R"j("m": 129, "n": 3072, "rank": 32, "runner_up": "", "runner_up_us": 0, "us": 1e+306}], )j"
+      R"j("svdq": "0.1.0 (commit 33661d9c4a6c)"})j";
+  const rt::RouteTable t = rt::RouteTable::parse(text, "huge_time.json");
+  const std::string json = t.to_json();
+  rt::RouteTable u;
+  ASSERT_NO_THROW(u = rt::RouteTable::parse(json, "round trip")) << json;
+  ASSERT_EQ(u.records.size(), 1u);
+  EXPECT_EQ(u.records[0].us, 1e306);
+  EXPECT_EQ(u.to_json(), json);
+  // Ordinary times are still written rounded to 0.001 us.
+  rt::RouteTable v = t;
+  v.records[0].us = 14.7364;
+  EXPECT_EQ(rt::RouteTable::parse(v.to_json(), "rounded").records[0].us, 14.736);
+}
