@@ -3,7 +3,8 @@
 # compute-sanitizer, and the bench comparing the heuristic alone (A) with the tuned table (B).
 # Usage: scripts/device_hopper.sh [build_dir] [what...]   what: sass tune tests sanitizer racecheck synccheck bench
 # layer quantize micro (default: tune tests sanitizer bench); layer: `svdq bench --layer` (SHAPES, WORKLOAD);
-# quantize: `svdq bench --quantize` (QSHAPES); micro runs the bench/micro binaries that scripts/carry_for_device.sh built (MICRO, default
+# quantize: `svdq bench --quantize` (QSHAPES); python: build the wheel there, run tests/python and
+# `python -m svdq.bench --overhead`; micro runs the bench/micro binaries that scripts/carry_for_device.sh built (MICRO, default
 # .carry/micro).
 # Environment: TABLE (route table written by tune, default $OUT/sm_90a.json), UPDATE (tune updates this table
 # instead of writing a fresh one), TUNE_SHAPES / SHAPES (shape lists for tune / bench; default the suite),
@@ -56,6 +57,15 @@ for w in $WHAT; do
              --shapes "${QSHAPES:-4096x32x3072,4608x32x12288,4608x32x3072,512x32x12288,1x32x4096}" \
              --csv "$OUT/bench_quantize.csv" > "$OUT/bench_quantize.log" 2>&1 || status=1
            cat "$OUT/bench_quantize.log" ;;
+    python) # the wheel built there (cp312, abi3), installed into a scratch dir, and the pytest suite (torch, CuPy on the GPU)
+           rm -rf /tmp/svdq_wheel /tmp/svdq_py && mkdir -p /tmp/svdq_wheel
+           python3 -m pip wheel . --no-build-isolation --no-deps -q -w /tmp/svdq_wheel \
+             -C cmake.define.SVDQ_JSON_INCLUDE=$PWD/.carry/include > "$OUT/python_wheel.log" 2>&1 || status=1
+           python3 -m pip install -q --no-deps --target /tmp/svdq_py /tmp/svdq_wheel/svdq-*.whl >> "$OUT/python_wheel.log" 2>&1 || status=1
+           (cd /tmp && PYTHONPATH=/tmp/svdq_py SVDQ_BUILD_DIR=$PWD/$B python3 -m pytest -q -rs "$OLDPWD/tests/python" \
+             > "$OUT/pytest.log" 2>&1) || status=1
+           PYTHONPATH=/tmp/svdq_py python3 -m svdq.bench --overhead >> "$OUT/pytest.log" 2>&1 || status=1
+           tail -25 "$OUT/pytest.log" ;;
     micro) for m in "${MICRO:-.carry/micro}"/*; do
              [ -x "$m" ] || { echo "no microbenchmark binaries in ${MICRO:-.carry/micro}"; status=1; continue; }
              "$m" > "$OUT/micro_$(basename "$m").txt" 2>&1 || status=1
