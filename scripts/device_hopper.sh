@@ -62,7 +62,7 @@ for w in $WHAT; do
            python3 -m pip wheel . --no-build-isolation --no-deps -q -w /tmp/svdq_wheel \
              -C cmake.define.SVDQ_JSON_INCLUDE=$PWD/.carry/include > "$OUT/python_wheel.log" 2>&1 || status=1
            python3 -m pip install -q --no-deps --target /tmp/svdq_py /tmp/svdq_wheel/svdq-*.whl >> "$OUT/python_wheel.log" 2>&1 || status=1
-           (cd /tmp && PYTHONPATH=/tmp/svdq_py SVDQ_BUILD_DIR=$PWD/$B python3 -m pytest -q -rs "$OLDPWD/tests/python" \
+           (repo=$PWD; cd /tmp && PYTHONPATH=/tmp/svdq_py SVDQ_BUILD_DIR=$repo/$B python3 -m pytest -q -rs "$repo/tests/python" \
              > "$OUT/pytest.log" 2>&1) || status=1
            PYTHONPATH=/tmp/svdq_py python3 -m svdq.bench --overhead >> "$OUT/pytest.log" 2>&1 || status=1
            tail -25 "$OUT/pytest.log" ;;
