@@ -6,7 +6,7 @@
 #include "api/pdl.hpp"
 #include "api/validate.hpp"
 #include "common/checked.hpp"
-#include "common/env.hpp"
+#include "common/knobs.hpp"
 #include "common/smxx_params.cuh"
 #include "jit/driver.hpp"
 #include "jit/kernel_cache.hpp"
@@ -249,7 +249,7 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
     // then a flag and a claim word per 64 x 64 unit.
     const int64_t units = checked::mul((km.k + 63) / 64, (km.n + 63) / 64, "FP16 copy units");
     // (SVDQ_FUSE_COLS, a debug knob: how many column tiles the copy launch writes instead; 0: the GEMM writes all)
-    const auto forced_cols = env::get_int("SVDQ_FUSE_COLS", 0, 1 << 30);
+    const auto forced_cols = knobs::fuse_cols();
     // idle_cvt: the converter CTAs (none: the launch writes all of B) and the column tiles the launch writes.
     const registry::IdleSplit idle =
         build.idle_cvt ? registry::idle_split(static_cast<int>(row_tiles), static_cast<int>(col_tiles), raster, static_cast<int>(gx))

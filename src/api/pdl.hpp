@@ -1,7 +1,7 @@
 // Whether a GEMM after a copy launch starts by programmatic dependent launch: SVDQ_PDL (default on), unless the
 // calling thread overrides it for its next calls (the Python binding's enable_pdl argument).
 #pragma once
-#include "common/env.hpp"
+#include "common/knobs.hpp"
 
 namespace svdq::api {
 
@@ -13,7 +13,7 @@ inline int& pdl_override() {
 
 inline bool pdl_enabled() {
   const int o = pdl_override();
-  return o >= 0 ? o == 1 : env::get_bool("SVDQ_PDL", true);
+  return o >= 0 ? o == 1 : knobs::pdl();
 }
 
 // Sets the calling thread's override for the scope of one call.

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "common/checked.hpp"
-#include "common/env.hpp"
+#include "common/knobs.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "svdq/error.hpp"
 
@@ -142,7 +142,7 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
 }
 
 const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& s) {
-  if (auto forced = env::get_string("SVDQ_FORCE_BUILD")) {
+  if (auto forced = knobs::force_build()) {
     const registry::Build& b = registry::build_by_id(*forced);
     if (!registry::is_gemm(b))
       throw Error(ErrorCode::InvalidArgument, "SVDQ_FORCE_BUILD='" + *forced + "' is not a GEMM build");
@@ -174,7 +174,7 @@ int heuristic_raster(int sm_count, const MmShape& s, const registry::Build& b) {
 
 int raster_group(const jit::DeviceTarget& dev, const MmShape& s, const registry::Build& b) {
   if (b.program != registry::Program::Sm90Ws || b.cluster != 1) return 0;
-  if (auto forced = env::get_int("SVDQ_RASTER", 0, 4096)) return static_cast<int>(*forced);
+  if (auto forced = knobs::raster()) return static_cast<int>(*forced);
   return heuristic_raster(dev.sm_count, s, b);
 }
 
