@@ -3,7 +3,7 @@
 # build for sm_90a, so the H200 spends no time in NVRTC, the bench/micro microbenchmarks built with nvcc, and the
 # JSON header the Python wheel's build needs there.
 # Name `.carry` in the device call's `carry` list, then run
-# e.g. `AOT=.carry/pkg90 bash scripts/device_hopper.sh .carry/bin tests tune`.
+# e.g. `AOT=.carry/pkg90 bash scripts/device.sh .carry/bin tests tune`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build/release}

@@ -4,17 +4,19 @@
 # their instruction counts (scripts/sass_loops.py). Needs cuobjdump (CUOBJDUMP=<path>; present on the device machine,
 # not in the CPU toolkit: the triton wheel's backends/nvidia/bin/cuobjdump also works).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 BUILD=${1:-build/release}
 tmp=$(mktemp -d)
-"$BUILD/svdq_units" "$tmp"   # writes one .cu per build (rendered unit)
+"$BUILD/svdq_units" "$tmp" || exit 1   # writes one .cu per build (rendered unit)
+status=0
 for f in "$tmp"/*.cu; do
   n=$(basename "$f" .cu)
   [[ -n "${FILTER:-}" && "$n" != *$FILTER* ]] && continue  # FILTER=<substring>: only those builds
   nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Ikernels -Xptxas -v -cubin -o "$tmp/$n.cubin" "$f" 2>&1 |
     grep -E "registers|spill" | sed "s/^/$n: /"
-  "${CUOBJDUMP:-cuobjdump}" -sass "$tmp/$n.cubin" > "$tmp/$n.sass"
+  "${CUOBJDUMP:-cuobjdump}" -sass "$tmp/$n.cubin" > "$tmp/$n.sass" || { status=1; continue; }
   printf '%s: HMMA=%s HGMMA=%s LDSM=%s LDL/STL=%s\n' "$n" "$(grep -c HMMA "$tmp/$n.sass")" "$(grep -c HGMMA "$tmp/$n.sass")" \
     "$(grep -c LDSM "$tmp/$n.sass")" "$(grep -cE '\bLDL|\bSTL' "$tmp/$n.sass")"
-  [ "${LOOPS:-0}" = 1 ] && python3 scripts/sass_loops.py "$tmp/$n.sass"
+  if [ "${LOOPS:-0}" = 1 ]; then python3 scripts/sass_loops.py "$tmp/$n.sass" || status=1; fi
 done
+exit $status   # 1 when a unit did not compile or disassemble
