@@ -1,5 +1,5 @@
 // The H200 microbenchmarks under bench/micro/ (wgmma chains, TMA ring fill rates, the small- and large-M timelines) are built with nvcc on
-// this machine and run on the device (scripts/device_hopper.sh micro); this keeps them compiling with the kernels'
+// this machine and run on the device (scripts/device.sh micro); this keeps them compiling with the kernels'
 // headers as those change.
 #include <gtest/gtest.h>
 
