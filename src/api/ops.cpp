@@ -307,7 +307,8 @@ void launch_quant_lora(const char* fn, int64_t m, int64_t k, int64_t rank, const
   const registry::Build& build = router::select_quant_lora(dev);
   const router::QuantLoraPlan plan = router::plan_quant_lora(m, k, l2t ? rank : 0, dev.sm_count);
   if (plan.grid > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, std::string(fn) + ": argument 'x' is too large for one launch");
-  svdq_k::QuantLoraParams p{};
+  svdq_k::QuantLoraParams p =
+      router::quant_lora_params(plan, m, k, l2t ? rank : 0, layout == ScaleLayout::Swizzled128x4);
   p.x = static_cast<const svdq_k::u16*>(x);
   p.pqs = static_cast<const svdq_k::u16*>(pqs);
   p.global_scale = static_cast<const float*>(gs);
@@ -315,18 +316,6 @@ void launch_quant_lora(const char* fn, int64_t m, int64_t k, int64_t rank, const
   p.sf = static_cast<svdq_k::u8*>(sf);
   p.l2t = static_cast<const svdq_k::u16*>(l2t);
   p.d = static_cast<svdq_k::u16*>(d);
-  p.m = m;
-  p.k = k;
-  p.swizzled = layout == ScaleLayout::Swizzled128x4 ? 1 : 0;
-  p.sf_rows = p.swizzled ? checked::round_up(m, 128, "scale rows") : m;
-  p.sf_cols = p.swizzled ? checked::round_up(k / 16, 4, "scale columns") : k / 16;
-  p.row_tiles = plan.row_tiles;
-  p.rank = static_cast<int>(rank);
-  p.rank_tiles = plan.rank_tiles;
-  p.splits = plan.splits;
-  p.chunk_tiles = plan.chunk_tiles;
-  p.chunks = plan.chunks;
-  p.chunks_per_split = plan.chunks_per_split;
   p.a16 = static_cast<svdq_k::u16*>(a16);
   p.a16_pairs = a16_pairs ? 1 : 0;
   jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated

@@ -185,6 +185,23 @@ const registry::Build& select_quant_lora(const jit::DeviceTarget& dev) {
              : registry::build_by_id("smxx_quant_lora_s4");
 }
 
+svdq_k::QuantLoraParams quant_lora_params(const QuantLoraPlan& plan, int64_t m, int64_t k, int64_t rank, bool swizzled) {
+  svdq_k::QuantLoraParams p{};
+  p.m = m;
+  p.k = k;
+  p.swizzled = swizzled ? 1 : 0;
+  p.sf_rows = swizzled ? checked::round_up(m, 128, "scale rows") : m;
+  p.sf_cols = swizzled ? checked::round_up(k / 16, 4, "scale columns") : k / 16;
+  p.row_tiles = plan.row_tiles;
+  p.rank = static_cast<int>(rank);
+  p.rank_tiles = plan.rank_tiles;
+  p.splits = plan.splits;
+  p.chunk_tiles = plan.chunk_tiles;
+  p.chunks = plan.chunks;
+  p.chunks_per_split = plan.chunks_per_split;
+  return p;
+}
+
 QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) {
   QuantLoraPlan p;
   p.row_tiles = checked::ceil_div(m, kQuantLoraRows, "quantize row tiles");

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "common/smxx_params.cuh"
 #include "jit/kernel_cache.hpp"
 #include "registry/registry.hpp"
 #include "router/routes.hpp"
@@ -46,6 +47,9 @@ struct QuantLoraPlan {
 constexpr int kQuantLoraRows = 32, kQuantLoraRankTile = 64, kQuantLoraMaxChunks = 16;
 // rank = 0: quantization alone (no partial sums: short row counts are simply cut along K).
 QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count);
+// The program's parameters for a plan: shapes, the scale layout's padded grid and the split; the caller sets the
+// pointers (and, with splits, the partial sums, flags and epoch).
+svdq_k::QuantLoraParams quant_lora_params(const QuantLoraPlan& plan, int64_t m, int64_t k, int64_t rank, bool swizzled);
 
 // Pure heuristic, testable without a device: (cc, sm_count, smem_per_sm, smem_optin, shape) -> build id.
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& shape);

@@ -51,7 +51,7 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
   if (a16 >= 0) o.a16.assign(static_cast<size_t>(m * k), 0xDEAD);
   std::vector<float> part(static_cast<size_t>(pl.part_bytes / 4 + 1), std::nanf(""));
   std::vector<unsigned long long> flags(static_cast<size_t>(pl.flag_bytes / 8 + 1), 0x1234);
-  QuantLoraParams p{};
+  QuantLoraParams p = svdq::router::quant_lora_params(pl, m, k, l2t ? r : 0, swizzled);  // as src/api/ops.cpp
   p.x = x.data();
   p.pqs = pqs ? pqs->data() : nullptr;
   p.global_scale = &gs;
@@ -62,18 +62,6 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
   p.part = part.data();
   p.flags = flags.data();
   p.epoch = 0x9E3779B97F4A7C15ull;
-  p.m = m;
-  p.k = k;
-  p.swizzled = swizzled ? 1 : 0;
-  p.sf_rows = swizzled ? (m + 127) / 128 * 128 : m;
-  p.sf_cols = swizzled ? (k / 16 + 3) / 4 * 4 : k / 16;
-  p.row_tiles = pl.row_tiles;
-  p.rank = static_cast<int>(r);
-  p.rank_tiles = pl.rank_tiles;
-  p.splits = pl.splits;
-  p.chunk_tiles = pl.chunk_tiles;
-  p.chunks = pl.chunks;
-  p.chunks_per_split = pl.chunks_per_split;
   p.a16 = a16 >= 0 ? o.a16.data() : nullptr;
   p.a16_pairs = a16 == 1 ? 1 : 0;
   svdq_emu::launch(static_cast<unsigned>(pl.grid), 256, QuantLoraConfig<kStages>::kSmem,

@@ -169,9 +169,7 @@ void write_csv(const std::string& path, const std::vector<Result>& results, cons
                const std::string& method, const std::string& command_line) {
   std::ofstream f(path);
   if (!f) throw Error(ErrorCode::Io, "cannot open '" + path + "' for writing");
-  f << "# gpu: " << dev.name << " (cc " << dev.cc_major << "." << dev.cc_minor << ", " << dev.sm_count
-    << " SMs); date: " << utc_now() << "; svdq " << version_string() << "; command: " << command_line << "\n";
-  f << "# timing: " << method << "\n";
+  write_csv_header(f, dev, method, command_line);
   f << "m,n,k,rank,bias,cublas_us,unfused_us,svdq_us,svdq_over_cublas,speedup_vs_unfused,svdq_tflops,"
        "cublas_kernels,unfused_kernels,svdq_kernels,samples_per_kernel,error,svdq_b_us,b_over_a,build_a,build_b,"
        "same_build\n";
@@ -253,6 +251,12 @@ int run_bench(const BenchOptions& o, const std::string& command_line) {
   return kOk;
 }
 }  // namespace
+
+void write_csv_header(std::ostream& f, const DeviceInfo& dev, const std::string& method, const std::string& command_line) {
+  f << "# gpu: " << dev.name << " (cc " << dev.cc_major << "." << dev.cc_minor << ", " << dev.sm_count
+    << " SMs); date: " << utc_now() << "; svdq " << version_string() << "; command: " << command_line << "\n";
+  f << "# timing: " << method << "\n";
+}
 
 void add_bench(CLI::App& app, int* exit_code, const std::string& command_line) {
   auto o = std::make_shared<BenchOptions>();

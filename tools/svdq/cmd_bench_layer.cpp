@@ -174,9 +174,7 @@ void write_layer_csv(const std::string& path, const std::vector<LayerResult>& rs
                      const std::string& method, const std::string& command_line) {
   std::ofstream f(path);
   if (!f) throw Error(ErrorCode::Io, "cannot open '" + path + "' for writing");
-  f << "# gpu: " << dev.name << " (cc " << dev.cc_major << "." << dev.cc_minor << ", " << dev.sm_count
-    << " SMs); date: " << utc_now() << "; svdq " << version_string() << "; command: " << command_line << "\n";
-  f << "# timing: " << method << "\n";
+  write_csv_header(f, dev, method, command_line);
   f << "m,n,k,rank,bias,count,cublas_linear_us,chain_us,svdq_gemm_us,svdq_layer_us,layer_minus_gemm_us,kernels,error\n";
   for (const auto& r : rs) {
     const auto& s = r.row.shape;

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <string>
 
 #include "bench/problem.hpp"
+#include "svdq/svdq.hpp"
 
 namespace svdq::cli {
 
@@ -30,5 +32,8 @@ uint64_t shape_seed(uint64_t seed, const bench::Shape& shape);
 
 // The current UTC time as 2026-11-29T21:19:00Z.
 std::string utc_now();
+
+// The two comment lines every bench CSV starts with: GPU, date, version and command; the timing method.
+void write_csv_header(std::ostream& f, const DeviceInfo& dev, const std::string& method, const std::string& command_line);
 
 }  // namespace svdq::cli
