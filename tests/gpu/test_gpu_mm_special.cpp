@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -93,14 +94,26 @@ void run_and_check(Problem& p, const std::string& what) {
   }
 }
 
-class GpuMmSpecial : public ::testing::TestWithParam<int64_t> {};  // M
+// M is the parameter; each test starts a random problem of M x 256 x 3072, rank 32, with its own seed.
+class GpuMmSpecial : public ::testing::TestWithParam<int64_t> {
+ protected:
+  static constexpr int64_t N = 256, K = 3072, R = 32;
+  int64_t M = 0;
+  uint64_t seed = 0;
+  std::unique_ptr<Problem> p;
+  std::unique_ptr<::testing::ScopedTrace> trace;
+  void start(uint64_t salt) {
+    M = GetParam();
+    seed = test_seed(salt + static_cast<uint64_t>(M));
+    trace = std::make_unique<::testing::ScopedTrace>(__FILE__, __LINE__, "M " + std::to_string(M) + ", " + seed_trace(seed));
+    p = std::make_unique<Problem>(shape(M, N, K, R), seed);
+  }
+};
 
 TEST_P(GpuMmSpecial, WholeScaleRangeAndAlphaSigns) {
   SVDQ_REQUIRE_GPU();
-  const int64_t M = GetParam(), N = 256, K = 3072, R = 32;
-  const uint64_t seed = test_seed(8100 + static_cast<uint64_t>(M));
-  SCOPED_TRACE("M " + std::to_string(M) + ", " + seed_trace(seed));
-  Problem p(shape(M, N, K, R), seed);
+  start(8100);
+  Problem& p = *this->p;
   Rng rng(seed);
   for (float alpha : {-1.75f, 0.0f, 1.0e20f}) {
     ref::MmProblem h = p.host();
@@ -114,10 +127,8 @@ TEST_P(GpuMmSpecial, WholeScaleRangeAndAlphaSigns) {
 
 TEST_P(GpuMmSpecial, NaNScaleCodesPoisonTheirRowOrColumn) {
   SVDQ_REQUIRE_GPU();
-  const int64_t M = GetParam(), N = 256, K = 3072, R = 32;
-  const uint64_t seed = test_seed(8200 + static_cast<uint64_t>(M));
-  SCOPED_TRACE("M " + std::to_string(M) + ", " + seed_trace(seed));
-  Problem p(shape(M, N, K, R), seed);
+  start(8200);
+  Problem& p = *this->p;
   ref::MmProblem h = p.host();
   const int64_t row = M / 2, col = 77;
   set_scale(h.a_sf, M, K, row, K / 16 - 1, 0x7F);  // +NaN code in A's last block of that row
@@ -131,10 +142,8 @@ TEST_P(GpuMmSpecial, NaNScaleCodesPoisonTheirRowOrColumn) {
 
 TEST_P(GpuMmSpecial, InfAndNaNInTheRankTermAndBias) {
   SVDQ_REQUIRE_GPU();
-  const int64_t M = GetParam(), N = 256, K = 3072, R = 32;
-  const uint64_t seed = test_seed(8300 + static_cast<uint64_t>(M));
-  SCOPED_TRACE("M " + std::to_string(M) + ", " + seed_trace(seed));
-  Problem p(shape(M, N, K, R), seed);
+  start(8300);
+  Problem& p = *this->p;
   ref::MmProblem h = p.host();
   const uint16_t pinf = 0x7F80, ninf = 0xFF80, qnan = 0x7FC0;
   h.d[static_cast<size_t>((M - 1) * R + 5)] = pinf;  // last row: +Inf times l1[:, 5], signed per column
