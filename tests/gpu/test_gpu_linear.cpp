@@ -164,16 +164,6 @@ TEST_P(GpuLinear, StagesMatchReferences) {
   check_linear(GetParam());
 }
 
-Shape make_shape(int64_t m, int64_t n, int64_t k, int64_t r, bool bias) {
-  Shape s;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  s.rank = r;
-  s.bias = bias;
-  return s;
-}
-
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuLinear,
                          ::testing::Values(make_shape(1, 32, 32, 16, false), make_shape(130, 160, 96, 48, true),
                                            make_shape(1, 3072, 3072, 32, true), make_shape(44, 3072, 12288, 128, false),

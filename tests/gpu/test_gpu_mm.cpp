@@ -135,16 +135,6 @@ TEST_P(GpuMm, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Covering, GpuMm, ::testing::ValuesIn(covering_set()),
                          [](const ::testing::TestParamInfo<Shape>& i) { return shape_name(i.param); });
 
-Shape make_shape(int64_t m, int64_t n, int64_t k, int64_t r, bool bias) {
-  Shape s;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  s.rank = r;
-  s.bias = bias;
-  return s;
-}
-
 INSTANTIATE_TEST_SUITE_P(Edges, GpuMm,
                          ::testing::Values(make_shape(1, 32, 32, 16, false), make_shape(1, 32, 32, 16, true),
                                            make_shape(3, 32, 64, 16, true), make_shape(44, 32, 96, 32, true),

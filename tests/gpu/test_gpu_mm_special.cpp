@@ -24,16 +24,6 @@ namespace fmt = svdq::format;
 using svdq::bench::Problem;
 using svdq::bench::Shape;
 
-Shape shape(int64_t m, int64_t n, int64_t k, int64_t r) {
-  Shape s;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  s.rank = r;
-  s.bias = true;
-  return s;
-}
-
 // Every finite E4M3 code (0x00 .. 0x7E: zero, the subnormals, up to 448), uniformly.
 std::vector<uint8_t> full_range_scales(Rng& rng, int64_t rows, int64_t k) {
   std::vector<uint8_t> lin(static_cast<size_t>(rows * (k / 16)));
@@ -106,7 +96,7 @@ class GpuMmSpecial : public ::testing::TestWithParam<int64_t> {
     M = GetParam();
     seed = test_seed(salt + static_cast<uint64_t>(M));
     trace = std::make_unique<::testing::ScopedTrace>(__FILE__, __LINE__, "M " + std::to_string(M) + ", " + seed_trace(seed));
-    p = std::make_unique<Problem>(shape(M, N, K, R), seed);
+    p = std::make_unique<Problem>(make_shape(M, N, K, R, true), seed);
   }
 };
 
