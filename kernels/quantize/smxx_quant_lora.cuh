@@ -148,29 +148,37 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const int rcols = lora ? (p.rank - r0 < C::kRankTile ? p.rank - r0 : C::kRankTile) : 0;  // a multiple of 16
   const u32 sbase = smem_addr(smem);
 
+  // Per-thread load addresses, computed once: the x chunk (row tid / 8, 16-byte chunk tid % 8 of each K tile), the
+  // pqs chunk (threads 0-7) and up to two l2t chunks (row e / per_row, chunk e % per_row for e = tid, tid + 256).
+  const int lrow = tid >> 3, lch = tid & 7;
+  const bool x_row_ok = m0 + lrow < p.m;
+  const u16* x_src = p.x + (x_row_ok ? (m0 + lrow) * p.k : 0) + lch * 8;
+  const u32 x_dst = lrow * 128 + ((lch ^ (lrow & 7)) << 4);
+  const int per_row = rcols / 8, l_n = lora ? (64 * per_row - tid + C::kThreads - 1) / C::kThreads : 0;
+  int l_row[2] = {0, 0};
+  u32 l_dst[2] = {0, 0};
+  const u16* l_src[2] = {p.l2t, p.l2t};
+  for (int i = 0; i < l_n && i < 2; ++i) {
+    const int e = tid + i * C::kThreads, row = e / per_row, ch = e - row * per_row;
+    l_row[i] = row;
+    l_dst[i] = C::kXBytes + C::kPqsBytes + row * C::kL2tStride + ch * 16;
+    l_src[i] = p.l2t + static_cast<i64>(row) * p.rank + r0 + ch * 8;
+  }
   const auto load = [&](int kt, int slot) {
     const u32 st = sbase + slot * C::kStage;
     const i64 k0 = static_cast<i64>(kt) * 64;
     {
-      const int row = tid >> 3, ch = tid & 7;
-      const i64 m = m0 + row, k = k0 + ch * 8;
-      const bool ok = m < p.m && k < p.k;
-      cp_async_16(st + row * 128 + ((ch ^ (row & 7)) << 4), ok ? p.x + m * p.k + k : p.x, ok ? 16 : 0);
+      const bool ok = x_row_ok && k0 + lch * 8 < p.k;
+      cp_async_16(st + x_dst, ok ? x_src + k0 : p.x, ok ? 16 : 0);
     }
     if (quant && p.pqs != nullptr && tid < 8) {
       const i64 k = k0 + tid * 8;
       const bool ok = k < p.k;
       cp_async_16(st + C::kXBytes + tid * 16, ok ? p.pqs + k : p.pqs, ok ? 16 : 0);
     }
-    if (lora) {
-      const int per_row = rcols / 8;
-      for (int e = tid; e < 64 * per_row; e += C::kThreads) {
-        const int row = e / per_row, ch = e - row * per_row;
-        const i64 k = k0 + row;
-        const bool ok = k < p.k;
-        cp_async_16(st + C::kXBytes + C::kPqsBytes + row * C::kL2tStride + ch * 16,
-                    ok ? p.l2t + k * p.rank + r0 + ch * 8 : p.l2t, ok ? 16 : 0);
-      }
+    for (int i = 0; i < l_n && i < 2; ++i) {
+      const bool ok = k0 + l_row[i] < p.k;
+      cp_async_16(st + l_dst[i], ok ? l_src[i] + k0 * p.rank : p.l2t, ok ? 16 : 0);
     }
   };
 
@@ -191,10 +199,16 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const float gs = quant ? *p.global_scale : 0.0f;
   float* inv_scale = reinterpret_cast<float*>(smem + STAGES * C::kStage);
   if (quant && tid < 128) inv_scale[tid] = div_rn(gs, e4m3_to_float(static_cast<u32>(tid)));  // read after a barrier
-  // The thread's half block: row tid / 8, K elements 8 (tid % 8).. of each K tile (block (tid % 8) / 2).
+  // The thread's half block: row tid / 8, K elements 8 (tid % 8).. of each K tile (block (tid % 8) / 2); its output
+  // addresses at K tile 0, computed once (a K tile adds 32 code bytes, 512 swizzled scale bytes, 64 FP16 values).
   const int qrow = tid >> 3, qch = tid & 7;
   const i64 qm = m0 + qrow;
+  const bool q_row_ok = qm < p.m;
   const i64 row_group = (p.sf_cols / 4) * 512;  // swizzled: bytes per 128 rows
+  u8* const xq_at = q_row_ok && quant ? p.xq + qm * (p.k / 2) + qch * 4 : nullptr;
+  u8* const sf_word_at = quant && p.swizzled ? p.sf + (qm / 128) * row_group + (qm % 32) * 16 + ((qm % 128) / 32) * 4 : nullptr;
+  u8* const sf_lin_at = quant && !p.swizzled && q_row_ok ? p.sf + qm * p.sf_cols + qch / 2 : nullptr;
+  u16* const a16_at = q_row_ok && p.a16 != nullptr ? p.a16 + qm * p.k + qch * 8 : nullptr;
 
   for (int kt = kt0; kt < kt1; ++kt) {
     const int it = kt - kt0, slot = it % STAGES;
@@ -234,15 +248,15 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
               bf16_from_float(mul_rn(f32_from_bits(xs[i] & 0xFFFF0000u), f32_from_bits(ps[i] & 0xFFFF0000u))));
         }
       });
-      const i64 k = static_cast<i64>(kt) * 64 + qch * 8;
-      if (qm < p.m && k < p.k) *reinterpret_cast<u32*>(p.xq + qm * (p.k / 2) + k / 2) = b.codes;
+      const bool k_ok = static_cast<i64>(kt) * 64 + qch * 8 < p.k;
+      if (xq_at && k_ok) *reinterpret_cast<u32*>(xq_at + static_cast<i64>(kt) * 32) = b.codes;
       if (p.a16 != nullptr) {  // the GEMM's FP16 copy of this word (every lane: the PAIRS order trades halves)
         u32 h[4];
         if (p.a16_pairs)
           dequant8_f16_copy_word<true>(b.codes, b.scale, (qch & 1) != 0, h);
         else
           dequant8_f16_copy_word<false>(b.codes, b.scale, (qch & 1) != 0, h);
-        if (qm < p.m && k < p.k) *reinterpret_cast<uint4*>(p.a16 + qm * p.k + k) = make_uint4(h[0], h[1], h[2], h[3]);
+        if (a16_at && k_ok) *reinterpret_cast<uint4*>(a16_at + static_cast<i64>(kt) * 64) = make_uint4(h[0], h[1], h[2], h[3]);
       }
       if (p.swizzled) {
         // The 4 scales of a row in one K tile are one aligned word of the 128x4 layout.
@@ -250,13 +264,12 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
                   s3 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 6);
         const i64 word = static_cast<i64>(kt) * 512;
         if (qch == 0 && qm < p.sf_rows)
-          *reinterpret_cast<u32*>(p.sf + (qm / 128) * row_group + word + (qm % 32) * 16 + ((qm % 128) / 32) * 4) =
-              b.scale | (s1 << 8) | (s2 << 16) | (s3 << 24);
+          *reinterpret_cast<u32*>(sf_word_at + word) = b.scale | (s1 << 8) | (s2 << 16) | (s3 << 24);
         // The last row tile also writes the zero words of the padding rows past it (M < rows < 128 ceil(M / 128)).
         for (i64 r = (rt + 1) * C::kRows + tid; rt + 1 == p.row_tiles && r < p.sf_rows; r += C::kThreads)
           *reinterpret_cast<u32*>(p.sf + (r / 128) * row_group + word + (r % 32) * 16 + ((r % 128) / 32) * 4) = 0u;
-      } else if ((qch & 1) == 0 && qm < p.m && k < p.k) {
-        p.sf[qm * p.sf_cols + k / 16] = static_cast<u8>(b.scale);
+      } else if ((qch & 1) == 0 && sf_lin_at && k_ok) {
+        sf_lin_at[static_cast<i64>(kt) * 4] = static_cast<u8>(b.scale);
       }
     }
     if (!lora) continue;
