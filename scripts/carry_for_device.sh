@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares .carry/ (git-ignored) for a device-machine call: the binaries built here, an AOT package of every
 # build for sm_90a, so the H200 spends no time in NVRTC, the bench/micro microbenchmarks built with nvcc, and the
-# JSON header the Python wheel's build needs there.
+# JSON header the Python wheel's build needs there; with OLD=<commit>, svdq_bits of that commit (step `bits`).
 # Name `.carry` in the device call's `carry` list, then run
 # e.g. `AOT=.carry/pkg90 bash scripts/device.sh .carry/bin tests tune`.
 set -euo pipefail
@@ -13,7 +13,7 @@ if [ "$B" = build/release ]; then
   cmake --preset release > /dev/null && cmake --build --preset release -j"$(nproc)" > /dev/null
 fi
 rm -rf .carry && mkdir -p .carry/bin
-cp "$B/svdq" "$B/svdq_gpu_tests" "$B/svdq_units" .carry/bin/
+cp "$B/svdq" "$B/svdq_gpu_tests" "$B/svdq_units" "$B/svdq_bits" .carry/bin/
 "$B/svdq" aot --arch-list "9.0a" --out .carry/pkg90 > .carry/aot.log
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 mkdir -p .carry/micro
@@ -23,4 +23,17 @@ done
 # nlohmann/json.hpp for building the Python wheel there (no Debian packages on that machine):
 #   pip wheel . --no-build-isolation -C cmake.define.SVDQ_JSON_INCLUDE=$PWD/.carry/include -w .carry/wheel
 mkdir -p .carry/include && cp -r /usr/include/nlohmann .carry/include/
+# OLD=<commit>: svdq_bits built from that commit too (the device step `bits` compares the two builds' outputs).
+if [ -n "${OLD:-}" ]; then
+  old_tree=$(mktemp -d)/svdq_old
+  git worktree add -q --detach "$old_tree" "$OLD"
+  cp tools/svdq_bits.cpp "$old_tree/tools/"
+  printf '\nadd_executable(svdq_bits tools/svdq_bits.cpp)\ntarget_include_directories(svdq_bits PRIVATE src)\n%s\n%s\n' \
+    'target_link_libraries(svdq_bits PRIVATE svdq svdq_bench)' \
+    'target_link_options(svdq_bits PRIVATE -static-libstdc++ -static-libgcc)' >> "$old_tree/CMakeLists.txt"
+  cmake -S "$old_tree" -B "$old_tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT=/usr/local/cuda > /dev/null
+  cmake --build "$old_tree/build" --target svdq_bits -j"$(nproc)" > /dev/null
+  mkdir -p .carry/old && cp "$old_tree/build/svdq_bits" .carry/old/ && git rev-parse --short "$OLD" > .carry/old/COMMIT
+  git worktree remove --force "$old_tree"
+fi
 du -sh .carry

@@ -17,6 +17,8 @@
 #   ncu        Nsight Compute of svdq's kernels on SHAPE (TAG, SKIP, COUNT, METRICS, SOURCE=1, KERNELS, LINES_SHOWN)
 #   python     the wheel built there, tests/python, python -m svdq.bench --overhead
 #   micro      the bench/micro binaries in MICRO (default .carry/micro)
+#   bits       svdq_bits of this build against OLD_BITS (default .carry/old/svdq_bits): output hashes of the 30 suite
+#              shapes must be equal (the old build compiles its own kernels there)
 # Every step: OUT, AOT (an AOT package directory -> SVDQ_AOT_DIR; compare and ncu take .carry/pkg90 when AOT is
 # unset), SVDQ_JIT_LOG (default 0), SVDQ_FORCE_BUILD and svdq's other variables. Exit status 0: every step passed.
 
@@ -181,6 +183,22 @@ step_python() {  # the wheel built there (cp312, abi3), installed into a scratch
   PYTHONPATH=/tmp/svdq_py python3 -m svdq.bench --overhead >> "$OUT/pytest.log" 2>&1 || status=1
   tail -25 "$OUT/pytest.log"
 }
+step_bits() {  # SPEC §1's release check: the GEMM's output hash per suite shape, this build against OLD's
+  local old=${OLD_BITS:-.carry/old/svdq_bits}
+  "$B/svdq_bits" > "$OUT/bits_new.txt" 2> "$OUT/bits.err" || status=1
+  if [ -x "$old" ]; then
+    env -u SVDQ_AOT_DIR "$old" > "$OUT/bits_old.txt" 2>> "$OUT/bits.err" || status=1
+    if diff "$OUT/bits_old.txt" "$OUT/bits_new.txt" > "$OUT/bits.diff"; then
+      echo "bitwise identical to $(cat "$(dirname "$old")/COMMIT" 2>/dev/null || echo the old build) on $(wc -l < "$OUT/bits_new.txt") suite shapes"
+    else
+      echo "outputs differ from the old build:"; cat "$OUT/bits.diff"; status=1
+    fi
+  else
+    echo "no old build at $old (OLD=<commit> bash scripts/carry_for_device.sh makes one)"; status=1
+  fi
+  tail -3 "$OUT/bits.err"
+}
+
 step_micro() {
   local m
   for m in "${MICRO:-.carry/micro}"/*; do
