@@ -81,9 +81,12 @@ def _scale_shape(rows: int, k: int, layout: int):
     return (rows, k // 16)
 
 
-def _torch_ops_ready(x) -> bool:
+def _torch_ops_ready(fn: str, x) -> bool:
     if _framework(x) != "torch":
         return False
+    if x.device.type != "cuda":  # before the op: its own message would name DLPack's device code
+        raise TypeError(f"{fn}: argument {_first_arg(fn)!r} is a torch tensor on {x.device}; svdq needs CUDA device "
+                        "memory")
     from . import _torch_ops  # registers the ops on first use
 
     return _torch_ops.ready
@@ -96,7 +99,7 @@ def mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias=None, out=None, enabl
     (device), d bfloat16 [M, r], l1 bfloat16 [N, r], bias bfloat16 [N] or None; returns out bfloat16 [M, N] (or
     writes `out`)."""
     pdl = _pdl(enable_pdl)
-    if _torch_ops_ready(a):
+    if _torch_ops_ready("mm_nvfp4_svdquant", a):
         import torch
 
         if out is None:
@@ -114,7 +117,7 @@ def _quantize(fn, x, pqs, global_scale, layout, enable_pdl):
     lay = _layout(layout)
     pdl = _pdl(enable_pdl)
     del pdl  # one launch, nothing to overlap with
-    if _torch_ops_ready(x):
+    if _torch_ops_ready(fn, x):
         import torch
 
         return torch.ops.svdq.nvfp4_quantize(x, pqs, global_scale, lay)
@@ -143,7 +146,7 @@ def svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smooth
     """The whole SVDQuant layer, y = (x * pqs) @ (R + L1 L2).T + bias, from bfloat16 x [M, K]: one pass over x
     (NVFP4 codes and scales of x * pqs, d = x @ l2t_smoothed), then the fused GEMM. Returns bfloat16 [M, N]."""
     pdl = _pdl(enable_pdl)
-    if _torch_ops_ready(x):
+    if _torch_ops_ready("svdquant_linear", x):
         import torch
 
         return torch.ops.svdq.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed,
