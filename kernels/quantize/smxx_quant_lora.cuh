@@ -36,7 +36,6 @@ struct QuantLoraConfig {
 #if defined(SVDQ_EMU)
 SVDQ_DEV void ldmatrix_x2_trans(u32 addr, u32& r0, u32& r1) { svdq_emu::ldmatrix(addr, 2, true, &r0, &r1, nullptr, nullptr); }
 SVDQ_DEV float max_nan(float a, float b) { return svdq_emu::max_nan(a, b); }
-SVDQ_DEV u32 cvt_bf16x2(float hi, float lo) { return bf16_from_float(lo) | (bf16_from_float(hi) << 16); }
 SVDQ_DEV void st_release_u64(u64* p, u64 v) { svdq_emu::store_release(p, v); }
 SVDQ_DEV u64 ld_acquire_u64(const u64* p) { return svdq_emu::load_acquire(p); }
 SVDQ_DEV u32 fma_bf16x2(u32 a, u32 b, u32 c) { return svdq_emu::fma_bf16x2(a, b, c); }
@@ -49,11 +48,6 @@ SVDQ_DEV void ldmatrix_x2_trans(u32 addr, u32& r0, u32& r1) {
 SVDQ_DEV float max_nan(float a, float b) {
   float d;
   asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(d) : "f"(a), "f"(b));
-  return d;
-}
-SVDQ_DEV u32 cvt_bf16x2(float hi, float lo) {  // RNE, as bf16_from_float for every non-NaN value
-  u32 d;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
   return d;
 }
 SVDQ_DEV void st_release_u64(u64* p, u64 v) {
