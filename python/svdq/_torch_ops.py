@@ -24,14 +24,10 @@ except ImportError:  # pragma: no cover - torch is optional
 
 if torch is not None and hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
     from . import _C
+    from ._api import _scale_shape
 
     def _stream(t: Tensor) -> int:
         return torch.cuda.current_stream(t.device).cuda_stream
-
-    def _scale_shape(rows: int, k: int, layout: int):
-        if layout == 0:
-            return ((rows + 127) // 128 * 128, (k // 16 + 3) // 4 * 4)
-        return (rows, k // 16)
 
     @torch.library.custom_op("svdq::mm_nvfp4_svdquant", mutates_args=())
     def mm_nvfp4_svdquant(a: Tensor, b: Tensor, a_sf: Tensor, b_sf: Tensor, alpha: Tensor, d: Tensor, l1: Tensor,
