@@ -33,6 +33,15 @@ struct Shape {
   bool bias = true;
   std::string str() const;  // "129x3072x3072 r32 b1"
 };
+inline Shape make_shape(int64_t m, int64_t n, int64_t k, int64_t rank, bool bias) {
+  Shape s;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  s.rank = rank;
+  s.bias = bias;
+  return s;
+}
 // Parses "MxNxK[:rR][:bB]" e.g. "129x3072x3072:r32:b1"; throws svdq::Error naming the bad token.
 Shape parse_shape(const std::string& text);
 

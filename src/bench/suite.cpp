@@ -2,30 +2,18 @@
 
 namespace svdq::bench {
 
-namespace {
-Shape make(int64_t m, int64_t n, int64_t k, int64_t rank, bool bias) {
-  Shape s;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  s.rank = rank;
-  s.bias = bias;
-  return s;
-}
-}  // namespace
-
 std::vector<Shape> default_suite() {
   std::vector<Shape> v;
   for (int64_t r : {32, 64, 96, 128})
-    for (bool b : {false, true}) v.push_back(make(129, 3072, 3072, r, b));
+    for (bool b : {false, true}) v.push_back(make_shape(129, 3072, 3072, r, b));
   for (int64_t r : {32, 128})
-    for (bool b : {false, true}) v.push_back(make(129, 3072, 12288, r, b));
-  for (int64_t r : {32, 64, 96, 128}) v.push_back(make(6912, 3072, 3072, r, true));
-  for (int64_t r : {32, 128}) v.push_back(make(6912, 3072, 12288, r, true));
+    for (bool b : {false, true}) v.push_back(make_shape(129, 3072, 12288, r, b));
+  for (int64_t r : {32, 64, 96, 128}) v.push_back(make_shape(6912, 3072, 3072, r, true));
+  for (int64_t r : {32, 128}) v.push_back(make_shape(6912, 3072, 12288, r, true));
   const int64_t big_m[] = {4096, 6889, 9216, 16384};
-  for (int64_t m : big_m) v.push_back(make(m, 3072, 3072, 32, true));
-  for (int64_t m : big_m) v.push_back(make(m, 3072, 12288, 32, true));
-  for (int64_t m : big_m) v.push_back(make(m, 12288, 3072, 32, true));
+  for (int64_t m : big_m) v.push_back(make_shape(m, 3072, 3072, 32, true));
+  for (int64_t m : big_m) v.push_back(make_shape(m, 3072, 12288, 32, true));
+  for (int64_t m : big_m) v.push_back(make_shape(m, 12288, 3072, 32, true));
   return v;
 }
 

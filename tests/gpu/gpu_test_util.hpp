@@ -23,15 +23,7 @@
 
 namespace svdq_test {
 
-inline svdq::bench::Shape make_shape(int64_t m, int64_t n, int64_t k, int64_t r, bool bias) {
-  svdq::bench::Shape s;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  s.rank = r;
-  s.bias = bias;
-  return s;
-}
+using svdq::bench::make_shape;
 
 template <class T>
 svdq::bench::DeviceBuffer upload(const std::vector<T>& v) {

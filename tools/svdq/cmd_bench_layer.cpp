@@ -31,15 +31,7 @@ struct WorkloadRow {
 
 // SPEC §6 workloads (rank 32).
 std::vector<WorkloadRow> workload(const std::string& name) {
-  auto shape = [](int64_t m, int64_t n, int64_t k, bool bias) {
-    bench::Shape s;
-    s.m = m;
-    s.n = n;
-    s.k = k;
-    s.rank = 32;
-    s.bias = bias;
-    return s;
-  };
+  const auto shape = [](int64_t m, int64_t n, int64_t k, bool bias) { return bench::make_shape(m, n, k, 32, bias); };
   std::vector<WorkloadRow> rows;
   if (name == "flux1-1024") {
     // 19 double blocks x {image 4096, text 512} and 38 single blocks x 4608, each {qkv, out, fc1, fc2}.
