@@ -128,12 +128,13 @@ uint64_t next_epoch() {
 }
 
 // a16_ready: the op's A already copied to FP16 in the routed build's order (svdquant_linear's pass), or null.
+// routed: the build select_gemm returned for this shape, where the caller already asked (svdquant_linear).
 void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* a_sf, const void* b_sf,
                const void* alpha, const void* d, const void* l1, const void* bias, void* out, Stream stream,
-               const void* a16_ready = nullptr) {
+               const void* a16_ready = nullptr, const registry::Build* routed = nullptr) {
   const jit::DeviceTarget& dev = jit::current_device();
   const router::MmShape shape{dm.m, dm.n, dm.k, dm.rank, dm.has_bias};
-  const registry::Build& build = router::select_gemm(dev, shape);
+  const registry::Build& build = routed ? *routed : router::select_gemm(dev, shape);
   const int raster = router::raster_group(dev, shape, build);  // (0 for every program but sm90_svdq_ws)
   // TRANS builds compute out^T = deq(B) deq(A)^T + l1 d^T: from here on a, b, d, l1 and km are the kernel's sides
   // (the op's B on its packed A side, the op's A on its FP16 B side), dm stays the op's.
@@ -421,7 +422,8 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   if (!reads_a_as_fp16(gemm)) {
     launch_quant_lora("svdquant_linear", dm.m, dm.k, dm.rank, x.data, pre_quant_scale.data, global_scale.data, xq, sf,
                       ScaleLayout::Swizzled128x4, l2t_smoothed.data, d, stream);
-    launch_mm(dm, xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data, stream);
+    launch_mm(dm, xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data, stream,
+              nullptr, &gemm);
     return;
   }
   const CUstream cs = reinterpret_cast<CUstream>(stream);
@@ -431,7 +433,8 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   try {
     launch_quant_lora("svdquant_linear", dm.m, dm.k, dm.rank, x.data, pre_quant_scale.data, global_scale.data, xq, sf,
                       ScaleLayout::Swizzled128x4, l2t_smoothed.data, d, stream, a16, gemm.pairs);
-    launch_mm(dm, xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data, stream, a16);
+    launch_mm(dm, xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data, stream, a16,
+              &gemm);
   } catch (...) {
     jit::scratch_free(a16, cs);
     throw;
