@@ -14,22 +14,9 @@ namespace svdq::router {
 
 namespace {
 
-// Small M on Hopper: the swap-AB program on FP16 A (tiles of bm activation rows x 64 output columns, after one
-// launch dequantizing A). Measured on an H200 (docs/lab/results/2026-12-01_h200_sm90_swap_a16.md), one CTA per SM
-// takes about the same time per K tile whatever its height: 0.29 / 0.33 / 0.48 us at 24 / 72 / 136 rows (not the
-// tensor work: a dependent chain of m64n72k16 runs at 36.6 cycles per step), and a second CTA per SM gained little
-// (40-row tiles, 192 CTAs, were slower than 72-row ones, 96 CTAs). Cost: waves of CTAs x that per-tile time; B goes
-// through shared memory (SS) while the CTAs fit one wave and into RS fragments otherwise (129 x 12288: 384 CTAs,
-// RS 45.8 vs SS 56.4 us; 129 x 3072: 96 CTAs, SS 20.9 vs RS 21.4). In one wave of 72-row tiles the build with
-// four teams of dequant warps taking the K tiles in turn and four producer warps is faster at every rank measured
-// (129 x 3072 x 3072 r32 / r128: 17.8 / 18.3-18.4 vs SS 20.8 / 23.6 us; 129 x 3072 x 12288 r32: 52.0-52.3 vs 61.5-62.1,
-// docs/lab/results/2026-12-01_h200_tma_ingest.md), and its form with 16 slots, 4 FP16 tiles and two K tiles per
-// consumer step faster again (14.7-15.2 vs 16.9-17.3 us at K = 3072, 41.3-41.8 vs 51.8-52.4 at K = 12288,
-// docs/lab/results/2026-12-01_h200_small_m_trace.md). For 24-row tiles the same form is faster than both at one wave
-// and at more (1 x 3072 x 3072: 12.1 vs SS 18.5 / RS 20.1 us; 1 x 3072 x 12288: 34.0 vs 58.3 / 63.3; 16 x 12288 x
-// 3072, 192 CTAs: 23.0 vs 23.5 / 27.6; 1 x 12288 x 12288: 67.8 vs 75.8 / 92.4; same file, section 5). So per tile
-// height one build within one wave and one beyond: 24 rows the dequant-team build either way, 72 rows the
-// dequant-team build / RS, 136 rows SS / RS (no dequant-team build measured faster there).
+// Small M on Hopper: the swap-AB program on FP16 A. Its CTAs take about the same time per K tile whatever their
+// height, so the cost is waves of CTAs x a per-tile time per height; per height one build within one wave and one
+// beyond (the measurements behind each choice: docs/design.md, "Why the heuristic picks what it does").
 const registry::Build& small_m_build(int sm_count, const MmShape& s) {
   struct Tile {
     int bm;
@@ -58,42 +45,12 @@ const registry::Build& small_m_build(int sm_count, const MmShape& s) {
 }  // namespace
 
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& s) {
-  // Hopper: the warp-specialized sm_90a program in its FP16-B form (B dequantized once by a launch before it; the
-  // consumers still dequantize A into wgmma register fragments): 0.68-0.80x the time of the all-in-kernel 512-thread
-  // layout on an H200 (docs/lab/results/2026-12-01_h200_sm90_ws16.md). Whole waves of tiles decide: a wave of 128x128
-  // tiles takes 0.66x a wave of 128x256 tiles (measured for both forms), so 128x128 wins only when it needs fewer
-  // than 1.5x the waves (since the builds below: within one wave only). From two waves of 128x256 tiles on, the
-  // FP16-A form (both operands copied to FP16, SS wgmma only) is faster on every shape measured (4096 x 3072 x
-  // 3072: 128.3 vs 132.0 us; 16384 x 12288 x 3072: 1665 vs 1830; docs/lab/results/2026-12-01_h200_ws16a.md). The LEAN
-  // form of the FP16-B build (same bits, fewer dequantization instructions) with the persistent tile loop then was
-  // the fastest candidate, or within 2% of it,
-  // on every one of the 18 large suite shapes (4096 x 3072 x 3072: 116.8 us against 123.6 for the persistent FP16-A
-  // form; docs/lab/results/2026-12-01_h200_lean.md), so it is the choice from two waves on; below (one wave: measured
-  // 44.1-144.2 us against 47.8-154.2 for the plain build), its non-persistent twin. Both in their PAIRS forms (same
-  // bits, fewer dequantization instructions): in one tune of the four persistent lean forms on the 18 large suite
-  // shapes a pairs form was the fastest of them on 16 (0.1-1.4% below the plain order), the plain order's split
-  // form on the other two; the one-wave form 3.1-3.5% faster (1280 x 3072 x 3072: 44.82 vs 46.27 us;
-  // docs/lab/results/2026-12-02_h200_pairs.md). The persistent pairs form with the TMA-store epilogue (the consumers
-  // stage the tile and go on; one B tile and two packed slots fewer) then was 2.6-7.1% faster than it on all 18
-  // (docs/lab/results/2026-12-02_h200_epi_tma.md), its SPLIT_B twin within 0.5% of it. Its stream-K form where there
-  // are two or three rounds of tiles, the last at most half full (docs/lab/results/2026-12-03_h200_stream_k.md §5-6:
-  // 1536 / 1792 / 2048 / 3072 x 3072 x 3072, 2048 x 3072 x 12288 and 768 x 12288 x 3072 took 0.75 / 0.83 / 0.91 /
-  // 0.87 / 0.84 / 0.90x the time of the persistent build, 0.58-0.70x that of the 128x128 build the waves rule
-  // had picked for the 1536-2048-row ones), with at least 6 row tiles (512 x 12288 x 3072, 4 row tiles: 2% slower;
-  // its CTAs, out of step in K, share their B tiles' K tiles less in L2); nearly full last rounds (2.91, 4.91
-  // rounds) measured 4.7-7.8% slower. Where two rounds of 128x256 tiles compete with three of 128x128, the persistent
-  // build was the faster on all five shapes measured (74-270 vs 96-337 us), so the 128x128 build is for one wave
-  // only. With N > M the persistent build's transposed-product form (the copy launch writes A, M x K, instead of B)
-  // took 0.73 / 0.89 / 0.94 / 0.97 / 0.97 of its time at 512 / 2048 / 4096 / 6889 / 9216 x 12288 x 3072, 0.97 at
-  // 2816 x 3072 x 3072, 0.98 at 4224 x 4608 x 3072, 0.81 at 1024 x 12288 x 3072; where the stream-K form applies it
-  // was the faster only with N far above M (768 x 12288 x 3072: 105.8 against 117.5 us; 1536 / 2048 x 3072 x 3072:
-  // 71.6 / 72.7 against 56.3 / 68.7), so there it is taken from N >= 8 M, a threshold between the ratios measured
-  // (docs/lab/results/2026-12-03_h200_trans.md §1). With N <= M and a partial last round, its IDLE form (the CTAs that
-  // round leaves idle convert the last column tiles of B during the first round, the copy launch writes fewer)
-  // took 0.988 / 0.994 / 0.996 / 0.997 / 0.981 / 0.994 / 0.989 of its time at 4096 x 3072 x 3072, 6912 x 3072 x 3072
-  // r32 / r128, 6889 / 9216 / 16384 x 3072 x 3072 and 4096 x 3072 x 12288 (6912 r64: 1.002;
-  // docs/lab/results/2026-12-04_h200_idle_converters.md §4), so it is taken there, up to 16 column tiles: its
-  // column-major order streams all of A once per column tile, and at 16384 x 12288 x 3072 (48) it took 1.007.
+  // Hopper, M above the swap-AB range: the warp-specialized program reading B as an FP16 copy. Whole waves of tiles
+  // decide between 128x128 and 128x256 tiles; from two waves the persistent form, with a stream-K tail where the last
+  // of two or three rounds is at most half full, the transposed product where N > M (the copy then holds A, the
+  // smaller operand), and the IDLE form (idle SMs of a partial last round convert part of B) with N <= M up to 16
+  // column tiles (its column-major order streams A once per column tile). The measurements behind each threshold:
+  // docs/design.md, "Why the heuristic picks what it does".
   constexpr int64_t kIdleMaxColTiles = 16;
   const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
   const registry::Build& wide_idle = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
@@ -123,17 +80,14 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
     }
     return wide;
   }
-  // Portable, decode-sized M: the decode program (8 weight rows per warp, one mma chain each), measured on an H200
-  // running the portable code (docs/lab/results/2026-12-01_h200_decode.md): 1 / 4 / 16 / 32 x 3072 x 3072 in
-  // 11.3-15.8 us against 62.0-62.2 for the pipelined 64-row build, 1 x 12288 x 12288 in 83.8 against 236.0. Not
-  // measured on an sm_80 / sm_86 / sm_89 GPU itself.
+  // Portable, decode-sized M: the decode program (8 weight rows per warp, one mma chain each): a 64-row GEMM tile
+  // would leave nearly all of its rows empty.
   if (s.m <= kDecodeMaxM) {
     const registry::Build& dec = registry::build_by_id("smxx_dec_m16_j1_w4_s8");
     if (dec.smem_bytes <= smem_optin && dec.smem_bytes + 1024 <= smem_per_sm) return dec;
   }
-  // Portable, measured on an H200 (docs/lab/results/2026-11-29_h200_portable.md): with at least one wave of 128-row
-  // tiles the single-buffer 128x128 build (two CTAs per SM) is fastest; below that, 64-row tiles with the
-  // software-pipelined double buffer (one CTA per SM, latency-bound) win.
+  // Portable: with at least one wave of 128-row tiles the single-buffer 128x128 build (two CTAs per SM); below that,
+  // 64-row tiles with the software-pipelined double buffer (one CTA per SM, latency-bound).
   const int64_t tiles128 = (s.m + 127) / 128 * ((s.n + 127) / 128);
   if (tiles128 >= sm_count) return registry::build_by_id("sm80_gemm_bm128_s4_t1");
   const registry::Build& pipelined = registry::build_by_id("sm80_gemm_bm64_s6_t2");
