@@ -1,119 +1,68 @@
-// sm_90a warp-specialized NVFP4 SVDQuant GEMM over a 128 x BN output tile: max(1, DQ_WGS) "dequant" warpgroups, then
-// two "consumer" warpgroups (setmaxnreg moves registers from the first kind to the second), 256 + 128 max(1, DQ_WGS)
-// threads. Packed FP4 tiles of A and B come in by TMA (32-byte swizzle) and their 512-byte scale blocks by 1-D bulk
-// copies, into a STAGES-deep ring of mbarrier-guarded slots; B is dequantized into FP16 tiles in the
-// 128-byte-swizzled K-major layout (BSTAGES-deep ring) that wgmma reads from shared memory.
+// sm_90a warp-specialized NVFP4 SVDQuant GEMM over a 128 x BN output tile, 384 threads: a "loader" warpgroup and
+// two "consumer" warpgroups (setmaxnreg moves registers from the first to the second). A comes packed (FP4 codes of
+// a 128 x 64 K tile by TMA with the 32-byte swizzle, its 512-byte scale block by a 1-D bulk copy) into a
+// STAGES-deep ring of mbarrier-guarded slots; B comes as FP16 (deq(B) x 2^-7, written by the smxx_dequant_fp16 launch
+// before this one) by TMA into a BSTAGES-deep ring of 128-byte-swizzled K-major tiles that wgmma reads from shared
+// memory. The rank steps' l1 tiles (BF16) come through the same B ring.
 //
-//   DQ_WGS = 0 (384 threads): dequant thread 0 also issues the loads, kLookahead K tiles ahead; dequant thread t
-//       writes B row t; the consumers write rows 128..BN-1.
-//   DQ_WGS >= 1: warp 0 is the producer (lane 0 issues the loads and never runs a proxy fence: in the swap-AB program
-//       a fence in the thread that had issued bulk copies waited for them, docs/lab/results/2026-11-30_h200_sm90_swap.md);
-//       the other 4 DQ_WGS - 1 warps dequantize all of B in quarter rows (one K group of 16 per item).
-//   For the rank steps dequant thread 0 TMA-loads l1 (BF16) into the B ring.
-//   B16 (with DQ_WGS = 1): B comes as FP16 (deq(B) x 2^-7, written by the smxx_dequant_fp16 launch before this one):
-//       the producer TMA-loads its tiles straight into the B ring (and l1 for the rank steps); the other three warps
-//       of the first warpgroup only give their registers away. Nothing dequantizes B in this kernel.
-//   ATILES > 0 (B16 only): warps 1-3 of the first warpgroup dequantize A into a ring of ATILES FP16 tiles (128 rows x
-//       64 K, the 128-byte swizzle) and the consumers load their RS fragments with ldmatrix (4 per K tile), as the
-//       swap-A16 program's dequant warps do for B: measured with ncu on the H200 (4096 x 3072 x 12288), the
-//       consumers building their own fragments kept the tensor pipe 76% busy, their dequantization instructions
-//       (math / dispatch / wait stalls) in the way of the wgmma issue. With one team of 3 warps (DQ_WGS = 1) this
-//       form measured 5-8% slower (the team, one tile at a time, is the bottleneck); with DQ_WGS = 2 (512 threads,
-//       B16 + ATILES only) two teams of 3 warps (warps 1-3 and 4-6) take the K tiles in turn, each on A tiles and
-//       packed slots of its own: within 1% of the consumers dequantizing, tensor pipe 77% busy, everyone waiting on
-//       the two A tiles the shared memory leaves room for (docs/lab/results/2026-12-01_h200_tma_ingest.md).
-//   CLUSTER = 2 (B16 only): the two CTAs of neighbouring row tiles (same output columns) share the B tiles: each
-//       TMA-loads half of the rows and multicasts them into both, so the FP16 B copy crosses from L2 once per pair
-//       (every B tile is read by M / 128 CTAs: 7/8 of the kernel's L2 traffic). A B tile is refilled only when the
-//       consumers of both CTAs have released it (each arrives on both). Measured on the H200: no faster than
-//       CLUSTER = 1 (docs/lab/results/2026-12-01_h200_dq_warps_clusters.md).
-//   A16 (B16, DQ_WGS = 1, BN = 256): A comes as FP16 as well (the same smxx_dequant_fp16 launch, on A): warp 1's
-//       lane 0 TMA-loads the 128 x 64 FP16 A tiles into the slots (16 KB each, the 128-byte swizzle), warp 0's the
-//       B tiles, and the consumers only issue SS wgmma (both operands from shared memory, as a BF16 GEMM would):
-//       nothing is dequantized in this kernel. It trades the consumers' dequantization (the tensor pipe ~76% busy
-//       with RS fragments) for a second copy launch, M x K x 2 more bytes written and read. The rank steps are K
-//       tiles like the others: d tiles (BF16, 128 x 64) by TMA into the slots after the main ones, l1 into the B
-//       ring, SS BF16 wgmma (no global loads on the consumers' path).
-//   A_SS (ATILES): the consumers read the dequant teams' FP16 A tiles by SS wgmma instead of ldmatrix (the teams
-//       fence their writes for the async proxy; a tile is released once its wgmmas retired), so nothing on the
-//       consumers' path but wgmma issue; only B is copied to FP16 by a launch before.
-//   PERSIST (B16, DQ_WGS = 1, single CTA, no ATILES: the A16 form, or the one whose consumers dequantize A): a grid
-//       of at most one CTA per SM; each walks the tiles b, b + gridDim.x, ... and the rings run on across tiles
-//       (the packed ring takes the main K tiles, the B ring main and rank tiles), so the next tile's first loads
-//       overlap this tile's epilogue.
-//   LEAN (DQ_WGS >= 1, single CTA, the forms that dequantize in this kernel): the same values from fewer
-//       instructions. Scales by the hardware E4M3 -> FP16x2 conversion (one F2FP per two codes, x 2^7 by one HMUL2)
-//       applied through HMUL2's operand selectors, instead of the bit-trick chain and broadcast PRMTs; each RS
-//       fragment pair from one rotation (e2m1x8_f16x2_word_rot) instead of a shift and two placements; the tile's B
-//       descriptor computed once and stepped by 2 per k16 part. SASS per 64-wide K tile: the FP16-B consumer loop
-//       223 -> 164.5 instructions, the all-in-kernel (DQ_WGS = 2) consumer loop 286 -> 207 and its B dequant warps'
-//       301 -> 261 (docs/lab/results/2026-12-01_sass_lean.md). The FP16-B consumers were issue-bound in the plain
-//       form (ncu, 4096 x 3072 x 12288: tensor pipe 75.6%); the lean form is 8-10% faster (H200,
-//       docs/lab/results/2026-12-01_h200_lean.md). In the FP16-B form LEAN also takes the rank steps' d tile by TMA
-//       (warp 1 issues it) into a 16 KiB buffer of its own and runs them as SS BF16 wgmma (kRankTma).
-//   FUSE_B (the persistent lean FP16-B forms): the copy launch before the GEMM writes only the B column tiles the
-//       first wave of tiles reads (unit rows below P.fuse_u0); the grid writes the rest of the FP16 copy into the
-//       same scratch itself, in units of 64 rows x 64 K, while that wave runs. Warp 3 of every CTA converts its share
-//       of those units (column tile by column tile, K order in each: the order the later waves need them) with the
-//       copy launch's arithmetic (PAIRS: its pairs order; EPI_TMA: the tile stores between units); a unit's flag
-//       word is set to the launch's epoch
-//       once its values are stored; warp 2 reads a B tile's flags (windows of 32 K tiles, read ahead), acquires
-//       them and arrives on b_ok for that ring slot, and the producer waits on b_ok before the tile's TMA load. A
-//       claim word per unit (exchanged to the epoch) makes a unit converted exactly once, by whoever takes it:
-//       warp 2 converts a unit nobody has claimed instead of waiting, so no CTA depends on one that is not
-//       resident. Same bytes as the copy form (GPU tests). Measured on the H200 with no copy launch (the grid
-//       converting all of B): 1.05-1.17x slower than copy launch + GEMM at M >= 4096 (one warp per SM converts
-//       ~2-3x slower than the copy launch and the first wave of tiles, which reads all of B, waited for it), 7x
-//       slower at M = 128; docs/lab/results/2026-12-02_h200_fuse_b.md. Hence the copy launch for the first wave's
-//       columns (the router gives these builds column-major raster groups, so that wave covers few columns):
-//       measured no faster either (the launch's time falls ~0.47 us per column tile it leaves out, the GEMM's rises
-//       ~0.6 us per column tile warp 3 converts; docs/lab/results/2026-12-03_h200_fuse_hybrid_raster.md).
-//   IDLE (FUSE_B, EPI_TMA): the units past the copy launch's columns are converted by whole CTAs in the slots the
-//       last round of tiles leaves empty, moved to the first round: with T tiles on G CTAs and T % G > 0, the last
-//       P.fuse_cvt = G - T % G CTAs convert (all 12 warps, before their roles) while the others run the first round
-//       of G - fuse_cvt tiles, then every CTA takes one tile per round; the rounds stay ceil(T / G). Warp 3 only
-//       stores tiles; warp 2 hands out the B tiles as in FUSE_B (converting a unit nobody has claimed itself). The
-//       host gives the converters the last column tiles, at most one per 3 converters (registry::idle_split: beside
-//       the first round a converter CTA writes ~21 GB/s, the L2 being the GEMM's too), the launch the rest.
-//   SPLIT_B (the single-CTA FP16-B form whose consumers dequantize A): warp 2's lane 0 loads the B ring (FP16 B tiles
-//       and l1) and waits for the copy launch; the producer issues only the packed slots (op inputs, no wait), since
-//       one thread's TMA copies complete one after another (docs/lab/results/2026-12-01_h200_tma_ingest.md). Measured
-//       on the H200 in the persistent lean form: within 0.5% of it (docs/lab/results/2026-12-02_h200_ws_trace.md).
+//   warp 0 (the producer): lane 0 issues the loads, the first packed slots before griddepcontrol.wait (A and its
+//       scales are op inputs), the B tiles after it (the copy launch's output); it never runs a proxy fence (in the
+//       swap-AB program a fence in the thread that had issued bulk copies waited for them,
+//       docs/lab/results/2026-11-30_h200_sm90_swap.md).
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
-//       shared-memory round trip), one k16 part at a time, each part issued as wgmma.m64nBNk16 (FP32 accumulators)
-//       as soon as it is built. Rank steps load d fragments from global memory into the same registers and run BF16
-//       wgmma into the same accumulators; then the fused epilogue.
+//       shared-memory round trip), a whole K tile at a time into one of two fragment buffers while the other tile's
+//       four k16 wgmmas run (double_buffered_k_loop), FP32 accumulators; then the rank steps (BF16 wgmma into the
+//       same accumulators) and the fused epilogue.
+//   PAIRS (BN = 256): the lean dequantization and the pairs fragment order. Scales by the hardware E4M3 -> FP16x2
+//       conversion applied through HMUL2's operand selectors; quad lane c converts, of each K group's two code words
+//       per row, only word c >> 1 and of it the elements c & 1, +2, +4, +6 (one rotation, a shift and two masks give
+//       their four FP16 high bytes, two byte permutes the two fragment registers): 3 instructions per fragment
+//       register before its multiply instead of 4, 8 code-word loads per K tile instead of 16. B's copy is written in
+//       the matching K order (smxx_dequant_fp16_words<W, true>). The rank steps' d tile (BF16, 128 x 64, 128-byte
+//       swizzle) comes by TMA (warp 1) into a buffer of its own and the rank steps run as SS BF16 wgmma. Measured on
+//       the H200: the lean form 8-10% faster than the plain one (docs/lab/results/2026-12-01_h200_lean.md), the pairs
+//       order 3.6-4.6% more on zero operands, 0.1-2.1% in the op on random ones
+//       (docs/lab/results/2026-12-02_h200_pairs.md). Without PAIRS the consumers load d fragments from global memory.
+//   PERSIST (PAIRS): a grid of at most one CTA per SM; each walks the tiles b, b + gridDim.x, ... and the rings run
+//       on across tiles, so the next tile's first loads overlap this tile's epilogue. The epilogue is staged: the
+//       consumers write each finished tile into four 128 x 64 BF16 boxes in the 128-byte swizzle (the fourth is the
+//       d buffer), arrive on `staged` and go on with the next tile; warp 3 stores the boxes by TMA and arrives on
+//       `stage_free` once they have been read; warp 1 waits for that before the next tile's d tile and bias (a bulk
+//       copy the epilogue reads). The 64 KiB of global stores per tile on the consumers' path had cost ~7% at
+//       K = 3072; these forms measured 2.6-7.1% faster on the 18 large suite rows
+//       (docs/lab/results/2026-12-02_h200_epi_tma.md).
+//   SPLIT_B (PERSIST): warp 2's lane 0 loads the B ring (FP16 B tiles and l1) and waits for the copy launch; the
+//       producer issues only the packed slots, since one thread's TMA copies complete one after another.
+//   TRANS (PERSIST): the transposed product, out^T = deq(B) deq(A)^T + l1 d^T, for N > M: the host passes the op's B
+//       as this kernel's packed A side, the op's A as its FP16 B side (the copy launch then writes M x K, not N x K),
+//       l1 and d swapped; the same products in the same K order, so the same bits. The epilogue stages each tile
+//       transposed by stmatrix.trans (bias per tile row) as two 256 x 64 boxes of the output.
+//   SK (PERSIST, not SPLIT_B): the stream-K tail of common/smxx_stream_k.cuh. Each CTA runs its whole tiles, its
+//       head (K tiles [0, x) of the tile its range ends in; the FP32 sums then stored in P.sk_acc slot b + 1, which
+//       warp 2 flags with P.epoch), its whole stream-K tiles and its tail (K tiles [x, num_main) of the tile its
+//       range starts in, on slot b's sums, which the producer prefetches into L2; then rank steps and epilogue); the
+//       producer, warp 1 (d tiles, bias: finishing segments only) and warp 3 (stores) walk the same segments. Same
+//       bits as whole tiles (GPU tests). The heuristic's pick for two or three rounds of tiles, the last at most half
+//       full (docs/lab/results/2026-12-03_h200_stream_k.md).
+//   IDLE (PERSIST, not SPLIT_B / SK / TRANS): the copy launch before the GEMM writes only the B column tiles below
+//       unit row P.fuse_u0; the rest of the FP16 copy is converted by whole CTAs in the slots the last round of tiles
+//       would leave empty, moved to the first round: with T tiles on G CTAs and T % G > 0, the last
+//       P.fuse_cvt = G - T % G CTAs convert (all 12 warps, before their roles, in units of 64 rows x 64 K) while the
+//       others run the first round of G - fuse_cvt tiles, then every CTA takes one tile per round; the rounds stay
+//       ceil(T / G). A unit's flag word is set to the launch's epoch once its values are stored; warp 2 reads a B
+//       tile's flags (windows of 32 K tiles, read ahead), acquires them and arrives on b_ok for that ring slot, and
+//       the producer waits on b_ok before the tile's TMA load. A claim word per unit (exchanged to the epoch) makes a
+//       unit converted exactly once, by whoever takes it: warp 2 converts a unit nobody has claimed instead of
+//       waiting, so no CTA depends on one that is not resident. Same bytes as the copy launch (its arithmetic and
+//       order). The host gives the converters the last column tiles, at most one per 3 converters
+//       (registry::idle_split).
 //
 // K order and per-k16 product sets are those of the other programs (main K tiles of 64 in order, k16 steps in order,
 // inside each group of 8 the order (0,4,1,5,2,6,3,7), PAIRS: another order of the same 16 per step; then the rank in
 // k16 steps), so the results are bitwise theirs: a wgmma k16 step's result does not depend on which of its 16
 // positions holds which product (bench/micro/k16_order.cu, H200: 8 permutations, 4.2 M outputs each, no bit differs).
 // A K tail (K % 64 == 32) and rank columns beyond r are run as k16 steps of exact zeros (zero-filled codes, scales
-// masked to 0), which leaves every FP32 accumulator unchanged (the lean FP16-B form skips the rank ones).
-//   PAIRS (the lean FP16-B forms): quad lane c converts, of each K group's two code words per row, only word c >> 1
-//       and of it the elements c & 1, +2, +4, +6 (one rotation, a shift and two masks give their four FP16 high
-//       bytes, two byte permutes the two fragment registers): 3 instructions per fragment register before its
-//       multiply instead of 4, 8 code-word loads per K tile instead of 16. The B copy is written in the matching K
-//       order (smxx_dequant_fp16_words<W, true>). H200: the GEMM launch 3.6-4.6% faster on zero operands (where the
-//       clock stays high), 0.1-2.1% in the op on random operands (docs/lab/results/2026-12-02_h200_pairs.md).
-//   EPI_TMA (the persistent lean FP16-B forms): the consumers write each finished tile (same arithmetic) into a
-//       staging area of four 128 x 64 BF16 boxes in the 128-byte swizzle (the fourth is the d buffer; DBUFS = 2: the
-//       second d buffer is the first box), arrive on `staged` and go on with the next tile; warp 3 stores the boxes
-//       by TMA and arrives on `stage_free` once they have been read; warp 1 waits for that before the next tile's d
-//       tiles and bias (a 512-byte bulk copy the epilogue reads). The 64 KiB of global stores per tile on the
-//       consumers' path had cost ~7% at K = 3072; these forms measured 2.6-7.1% faster on the 18 large suite rows
-//       (docs/lab/results/2026-12-02_h200_epi_tma.md).
-//   TRANS (the EPI_TMA forms): the transposed product, out^T = deq(B) deq(A)^T + l1 d^T, for N > M: the host passes
-//       the op's B as this kernel's packed A side, the op's A as its FP16 B side (the copy launch then writes
-//       M x K, not N x K), l1 and d swapped; the same products in the same K order, so the same bits. The epilogue
-//       stages each tile transposed by stmatrix.trans (bias per tile row) as two 256 x 64 boxes of the output.
-//   SK (the EPI_TMA form without FUSE_B / SPLIT_B): the stream-K tail of common/smxx_stream_k.cuh. Each CTA runs
-//       its whole tiles, its head (K tiles [0, x) of the tile its range ends in; the FP32 sums then stored in
-//       P.sk_acc slot b + 1, which warp 2 flags with P.epoch), its whole stream-K tiles and its tail (K tiles
-//       [x, num_main) of the tile its range starts in, on slot b's sums, which the producer prefetches into L2; then
-//       rank steps and epilogue); the producer, warp 1 (d tiles, bias: finishing segments only) and warp 3 (stores)
-//       walk the same segments. Same bits as whole tiles (GPU tests). The heuristic's pick for two or three rounds
-//       of tiles, the last at most half full (docs/lab/results/2026-12-03_h200_stream_k.md).
+// masked to 0), which leaves every FP32 accumulator unchanged (the PAIRS forms skip the rank ones).
 #pragma once
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"
@@ -122,114 +71,45 @@
 
 namespace svdq_k {
 
-template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false,
-          bool TRANS = false, bool IDLE = false>
+template <int BN, int STAGES, int BSTAGES, bool PAIRS = false, bool PERSIST = false, bool SPLIT_B = false,
+          bool SK = false, bool TRANS = false, bool IDLE = false>
 struct Sm90WsConfig {
   static constexpr int kBM = 128;
-  // DQ_WGS = 0: 384 threads, the dequant warpgroup (its thread 0 also issuing the loads) writes B rows 0..127 and
-  // the consumers the rest. DQ_WGS >= 1: the first DQ_WGS warpgroups are warp 0, the producer, and 4 DQ_WGS - 1
-  // dequant warps writing all of B; the consumers only build their A fragments.
-  static constexpr bool kProducerWarp = DQ_WGS > 0;
-  static constexpr int kC0 = 128 * (kProducerWarp ? DQ_WGS : 1);  // first consumer thread
-  static constexpr int kThreads = kC0 + 256;
-  static constexpr int kDq0 = kProducerWarp ? 32 : 0, kDqWarps = (kC0 - kDq0) / 32;  // the dequant warps
-  static constexpr int kBTile = BN * 128;                    // FP16/BF16 B tile: BN rows x 64 K
-  // Packed codes per K tile of 64 (A16: A's FP16 tile, 128 rows x 128 bytes).
-  static constexpr int kPackA = A16 ? kBM * 128 : kBM * 32, kPackB = B16 ? 0 : BN * 32;
-  // 128-row scale blocks a tile touches (tiles start at multiples of BN, so a 192-row tile starts at 0 or 64 mod 128).
-  static constexpr int kSfBlocks = B16 ? 0 : BN == 192 ? 2 : BN / 128;
-  static constexpr int kSfA = A16 ? 0 : 512, kSfB = kSfBlocks * 512;
-  static constexpr int kStage = kPackA + kPackB + kSfA + kSfB;
+  static constexpr int kThreads = 384, kC0 = 128;  // the loader warpgroup, then the consumers (first thread kC0)
+  static constexpr bool kLean = PAIRS;             // PAIRS: the lean dequantization (see the header)
+  static constexpr bool kRankTma = PAIRS;          // PAIRS: the d tile by TMA, SS rank steps
+  static constexpr bool kEpiTma = PERSIST;         // PERSIST: the staged epilogue stored by TMA (warp 3)
+  static constexpr int kBTile = BN * 128;          // FP16/BF16 B tile: BN rows x 64 K
+  // A packed slot: the codes of a 128 x 64 tile (TMA box, 32-byte swizzle), then its 512-byte scale block.
+  static constexpr int kPackA = kBM * 32, kSfA = 512, kStage = kPackA + kSfA;
   static constexpr int kOffPacked = BSTAGES * kBTile;
-  static constexpr int kOffATiles = kOffPacked + STAGES * kStage;  // ATILES: FP16 A tiles, 128 rows x 64 K
-  static constexpr int kATile = 128 * 128;
-  // EPI_TMA: the output tile's staging area, four 128 x 64 BF16 boxes (128-byte swizzle) of which the d buffer, just
+  // kEpiTma: the output tile's staging area, four 128 x 64 BF16 boxes (128-byte swizzle) of which the d buffer, just
   // after the first three, is the fourth (the rank steps are done with it when the epilogue writes).
-  static constexpr int kOffStage = kOffATiles + ATILES * kATile;
-  // LEAN FP16-B form: the rank steps' d tile (BF16, 128 rows x 64, the 128-byte swizzle) comes by TMA into a buffer
-  // of its own and the rank steps are SS wgmma, instead of the consumers loading d fragments from global memory.
-  static constexpr bool kRankTma = B16 && LEAN;
-  static constexpr int kOffDTile = kOffStage + (EPI_TMA ? 3 * 128 * 128 : 0);
-  // DBUFS d buffers (a ring): with 2, rank tile 1's d tile (rank > 64) is loaded during the main loop instead of
-  // after rank tile 0's wgmmas have read the only buffer.
-  static constexpr int kDBufs = kRankTma ? DBUFS : 0, kDRing = kRankTma ? DBUFS : 1;  // (kDRing: for the indexing)
-  // (EPI_TMA with two d buffers: the second is the staging area's first box, free from the previous tile's stores
-  // to this tile's epilogue, so only one is allocated.)
-  static constexpr int kDAlloc = EPI_TMA && kDBufs > 0 ? 1 : kDBufs;
-  // EPI_TMA: the tile's BN bias values (BF16), loaded by warp 1 with the tile's d tiles, read by the epilogue.
-  static constexpr int kOffBias = kOffDTile + kDAlloc * 128 * 128;
-  static constexpr int kOffBars = kOffBias + (EPI_TMA ? BN * 2 : 0);
-  // + slack for 1024-byte alignment
-  static constexpr int kSmem = kOffBars +
-                                (2 * STAGES + 2 * BSTAGES + 2 * ATILES + 2 * kDBufs + (FUSE_B ? BSTAGES : 0) +
-                                 (EPI_TMA ? 3 : 0) + (SK ? 1 : 0)) * 8 +
-                                1024;
-  // DQ_WGS = 0: B rows 0..127 belong to the dequant warpgroup (one per thread), the rest (rows 128..BN-1) to the
-  // 256 consumer threads, kCWords words (8 codes each) per thread.
-  static constexpr int kCWords = kProducerWarp ? 0 : (BN - 128) * 8 / 256;
-  // DQ_WGS >= 1: items are quarter rows (one K group of 16, two words); dequant thread t takes quarter t % 4 of rows
-  // t / 4 + kRowStep * i. kRowStep is a multiple of 8 (the swizzle repeats every 8 rows), so every item of a thread
-  // sits at the same swizzle position.
-  static constexpr int kRowStep = kDqWarps * 8, kRounds = (BN + kRowStep - 1) / kRowStep;
-  // Arrivals completing a B tile: warps writing it (B16: the producer's arrive_expect_tx; the TMA bytes do the rest).
-  static constexpr int kFullArrivals = B16 ? 1 : kProducerWarp ? kDqWarps : 4 + (kCWords > 0 ? 8 : 0);
-  // ATILES: DQ_WGS teams of 3 warps (warps 1-3, 4-6) dequantize A, team t taking the K tiles it % DQ_WGS == t.
-  static constexpr int kAdqWarps = 3, kATeams = DQ_WGS;
-  // Warps reading a packed slot: the A dequant warps (ATILES), the consumers (B16), or dequant warps + consumers.
-  static constexpr int kEmptyArrivals = B16 ? (ATILES > 0 ? kAdqWarps : 8) : kDqWarps + 8;
-  static_assert(CLUSTER == 1 || (CLUSTER == 2 && B16 && BN % 16 == 0), "sm90 ws: clusters of 2, FP16-B form only");
-  static_assert(ATILES == 0 || (B16 && CLUSTER == 1 && ATILES >= 2 && kOffATiles % 1024 == 0),
-                "sm90 ws: A dequant warps (warps 1-3) in the single-CTA FP16-B form, at least two A tiles");
-  // Each team on ring slots of its own (STAGES and ATILES multiples of the team count), so no warp ever waits on a
-  // barrier two phases ahead of it.
-  static_assert(ATILES == 0 || (STAGES % kATeams == 0 && ATILES % kATeams == 0),
-                "sm90 ws: STAGES and ATILES multiples of the A dequant teams (DQ_WGS)");
-  // DQ_WGS = 0: loads run this many K tiles ahead of the dequant warpgroup; the consumers trail it by at most
-  // BSTAGES, so with this distance the slot being refilled has always been released already.
-  static constexpr int kLookahead = STAGES - BSTAGES;
-  // Registers after setmaxnreg. The launch gives every thread kLaunchRegs (ptxas sets the kernel's count to this
-  // cap: 168 / 128 / 96 at 384 / 512 / 640 threads) and allocates each region up to its setmaxnreg count. The
-  // increases must fit in what the launch took: a setmaxnreg.inc beyond the CTA's pool never returns (a 640-thread
-  // build asking for 18 432 + 47 104 of 61 440 registers hung on the H200).
-  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static constexpr int kDequantRegs = DQ_WGS <= 1 ? 80 : DQ_WGS == 2 ? 64 : 48;
-  static constexpr int kConsumerRegs = DQ_WGS <= 1 ? 208 : DQ_WGS == 2 ? 192 : 168;
-  static_assert(kC0 * kDequantRegs + 256 * kConsumerRegs <= kThreads * kLaunchRegs, "sm90 ws: register budget");
-  static_assert(BN == 128 || BN == 192 || BN == 256, "sm90 ws: BN must be 128, 192 or 256");
-  static_assert(DQ_WGS >= 0 && DQ_WGS <= 3, "sm90 ws: 0 to 3 dequant warpgroups");
-  static_assert(kThreads == 384 || BN != 192, "sm90 ws: BN = 192 needs m64n96k16 halves above 384 threads");
-  static_assert(kCWords == 0 || kCWords == 2 || kCWords == 4, "sm90 ws: consumer share of B");
+  static constexpr int kOffStage = kOffPacked + STAGES * kStage;
+  static constexpr int kOffDTile = kOffStage + (kEpiTma ? 3 * 128 * 128 : 0);
+  static constexpr int kDBufs = kRankTma ? 1 : 0;  // the rank steps' d buffer (kRankTma)
+  // kEpiTma: the tile's BN bias values (BF16), loaded by warp 1 with the tile's d tile, read by the epilogue.
+  static constexpr int kOffBias = kOffDTile + kDBufs * 128 * 128;
+  static constexpr int kOffBars = kOffBias + (kEpiTma ? BN * 2 : 0);
+  // mbarriers: full/empty of each packed slot, B tile and d buffer; b_ok per B tile (IDLE); staged, stage_free,
+  // bias_full (kEpiTma); sk_stored (SK). + slack for 1024-byte alignment.
+  static constexpr int kSmem =
+      kOffBars + (2 * STAGES + 2 * BSTAGES + 2 * kDBufs + (IDLE ? BSTAGES : 0) + (kEpiTma ? 3 : 0) + (SK ? 1 : 0)) * 8 +
+      1024;
+  // Registers after setmaxnreg. The launch gives every thread 65536 / 384 rounded down to 8 (168; ptxas sets the
+  // kernel's count to this cap) and allocates each region up to its setmaxnreg count; the increases must fit in what
+  // the launch took (a setmaxnreg.inc beyond the CTA's pool never returns).
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8, kLoaderRegs = 80, kConsumerRegs = 208;
+  static_assert(kC0 * kLoaderRegs + 256 * kConsumerRegs <= kThreads * kLaunchRegs, "sm90 ws: register budget");
+  static_assert(BN == 128 || BN == 256, "sm90 ws: BN must be 128 or 256");
   static_assert(kStage % 256 == 0, "sm90 ws: 32-byte-swizzled TMA boxes need 256-byte aligned slots");
-  static_assert(!B16 || DQ_WGS == 1 || (DQ_WGS == 2 && ATILES > 0),
-                "sm90 ws: FP16 B is loaded by the producer warp of the DQ_WGS = 1 layout (2: two A dequant teams)");
-  static_assert((DQ_WGS > 0 || kLookahead >= 1) && BSTAGES >= 2, "sm90 ws: need STAGES > BSTAGES >= 2 (DQ_WGS = 0)");
-  static_assert(!A16 || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0 && BN == 256),
-                "sm90 ws: FP16 A (SS wgmma) in the single-CTA FP16-B layout with one producer warpgroup, BN = 256");
-  static_assert(!PERSIST || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0),
-                "sm90 ws: the persistent tile loop is the single-CTA FP16-B forms' (A16, or consumers dequantizing A)");
-  static_assert(!A_SS || (ATILES > 0 && !A16), "sm90 ws: SS wgmma on the A dequant warps' tiles needs ATILES");
-  static_assert(!kRankTma || (BN == 256 && kOffDTile % 1024 == 0), "sm90 ws: the d tile's SS wgmma (m64n256k16, aligned)");
-  static_assert(!LEAN || (DQ_WGS >= 1 && ATILES == 0 && !A16 && CLUSTER == 1),
-                "sm90 ws: LEAN is the form whose consumers (and B dequant warps) dequantize: DQ_WGS >= 1, single CTA");
-  static_assert(!FUSE_B || (kRankTma && PERSIST), "sm90 ws: FUSE_B is the persistent lean FP16-B form's");
-  static_assert(!SPLIT_B || (B16 && DQ_WGS == 1 && CLUSTER == 1 && ATILES == 0 && !A16 && !FUSE_B),
-                "sm90 ws: SPLIT_B (warp 2 loads the B ring) in the single-CTA FP16-B form whose consumers dequantize A");
-  static_assert(DBUFS == 1 || (DBUFS == 2 && kRankTma), "sm90 ws: a second d buffer for the lean FP16-B rank steps");
-  static_assert(!PAIRS || (B16 && LEAN),
-                "sm90 ws: PAIRS (fragments in the pairs order, B's copy written in it) in the lean FP16-B form");
-  // EPI_TMA: warp 3 stores the staged tile by TMA (warps 1 and 2 load d and, SPLIT_B, the B ring; FUSE_B: warp 2
-  // hands out the B tiles, warp 3 converts between its stores).
-  static_assert(!EPI_TMA || (kRankTma && PERSIST && kOffStage % 1024 == 0),
-                "sm90 ws: EPI_TMA (the TMA-store epilogue) in the persistent lean FP16-B form");
-  // SK: the stream-K tail (SkSchedule) in the persistent TMA-store form whose producer loads both rings.
-  static_assert(!SK || (EPI_TMA && !FUSE_B && !SPLIT_B), "sm90 ws: SK in the EPI_TMA form without FUSE_B / SPLIT_B");
-  // TRANS: the kernel computes the transposed product (its A side is the op's B, its B side the op's A) and stages
-  // each tile transposed, as two 256 x 64 boxes of the output.
-  static_assert(!TRANS || (EPI_TMA && BN == 256 && !FUSE_B), "sm90 ws: TRANS in the EPI_TMA form, BN = 256");
-  // IDLE: the FUSE_B form whose converting is done by whole CTAs in the first round's idle slots (see the header).
-  static_assert(!IDLE || (FUSE_B && EPI_TMA), "sm90 ws: IDLE is a FUSE_B form with the TMA-store epilogue");
+  static_assert(BSTAGES >= 2, "sm90 ws: at least two B tiles");
+  static_assert(!PAIRS || (BN == 256 && kOffDTile % 1024 == 0), "sm90 ws: the d tile's SS wgmma (m64n256k16, aligned)");
+  static_assert(!PERSIST || (PAIRS && kOffStage % 1024 == 0), "sm90 ws: PERSIST (staged epilogue) in the PAIRS form");
+  static_assert(!SPLIT_B || PERSIST, "sm90 ws: SPLIT_B in the PERSIST form");
+  static_assert(!SK || (PERSIST && !SPLIT_B), "sm90 ws: SK in the PERSIST form without SPLIT_B");
+  static_assert(!TRANS || PERSIST, "sm90 ws: TRANS in the PERSIST form");
+  static_assert(!IDLE || (PERSIST && !SPLIT_B && !SK && !TRANS), "sm90 ws: IDLE in the PERSIST form alone");
 };
 
 // STEPS k16 steps of BF16 SS wgmma (the rank tile's d and l1 parts 0..STEPS-1) as one group, waited for.
@@ -242,79 +122,46 @@ SVDQ_DEV void rank_steps_ss(float* acc, u64 ad, u64 bd) {
   wgmma_wait_acc<N, 0>(acc);
 }
 
-// The RS form of one k16 part from a ready B descriptor (the LEAN consumers compute the tile's once and step it by
-// 2 per part, as the SS paths do: no per-part descriptor arithmetic).
-template <int N, bool HALVES, bool BF16>
+// The RS form of one k16 part, D[64 x N] += A-fragment x B-tile part, from a ready B descriptor (the PAIRS
+// consumers compute the tile's once and step it by 2 per part: no per-part descriptor arithmetic).
+template <int N, bool BF16>
 SVDQ_DEV void wgmma_rs_part_desc(float* acc, const u32* af, u64 b_desc) {
-  if constexpr (HALVES) {
-    wgmma_rs_part_desc<N / 2, false, BF16>(acc, af, b_desc);
-    wgmma_rs_part_desc<N / 2, false, BF16>(acc + N / 4, af, b_desc + (N / 2) * 128 / 16);
-  } else if constexpr (BF16) {
-    wgmma_rs_bf16<N>(acc, af, b_desc);
-  } else {
-    wgmma_rs_f16<N>(acc, af, b_desc);
-  }
+  if constexpr (BF16) wgmma_rs_bf16<N>(acc, af, b_desc);
+  else wgmma_rs_f16<N>(acc, af, b_desc);
 }
 
-// One k16 part of the tile, D[64 x N] += A-fragment x B-tile part, as m64nNk16 or as two m64n(N/2)k16 on the two
-// halves of the accumulators and of the B tile (ptxas checks each instruction's registers against the launch cap
-// 65536 / threads: 128 at 512 threads, and m64n256k16 with A in registers needs more).
-template <int N, bool HALVES, bool BF16>
+// The same from the part's shared-memory address.
+template <int N, bool BF16>
 SVDQ_DEV void wgmma_rs_part(float* acc, const u32* af, u32 b_part) {
-  if constexpr (HALVES) {
-    wgmma_rs_part<N / 2, false, BF16>(acc, af, b_part);
-    wgmma_rs_part<N / 2, false, BF16>(acc + N / 4, af, b_part + (N / 2) * 128);
-  } else if constexpr (BF16) {
-    wgmma_rs_bf16<N>(acc, af, wgmma_desc_sw128(b_part));
-  } else {
-    wgmma_rs_f16<N>(acc, af, wgmma_desc_sw128(b_part));
-  }
+  wgmma_rs_part_desc<N, BF16>(acc, af, wgmma_desc_sw128(b_part));
 }
 
-// The SS form of wgmma_rs_part (FP16): A from a shared-memory descriptor.
-template <int N, bool HALVES>
-SVDQ_DEV void wgmma_ss_part(float* acc, u64 a_desc, u32 b_part) {
-  if constexpr (HALVES) {
-    static_assert(N == 256, "wgmma_ss_part: halves of m64n256k16");
-    wgmma_m64n128k16_f16(acc, a_desc, wgmma_desc_sw128(b_part));
-    wgmma_m64n128k16_f16(acc + N / 4, a_desc, wgmma_desc_sw128(b_part + (N / 2) * 128));
-  } else {
-    wgmma_ss_f16<N>(acc, a_desc, wgmma_desc_sw128(b_part));
-  }
-}
-
-template <int BN, int STAGES, int BSTAGES, int DQ_WGS, bool B16 = false, int CLUSTER = 1, int ATILES = 0,
-          bool A16 = false, bool PERSIST = false, bool A_SS = false, bool LEAN = false, bool FUSE_B = false,
-          bool SPLIT_B = false, bool PAIRS = false, int DBUFS = 1, bool EPI_TMA = false, bool SK = false,
-          bool TRANS = false, bool IDLE = false>
+template <int BN, int STAGES, int BSTAGES, bool PAIRS = false, bool PERSIST = false, bool SPLIT_B = false,
+          bool SK = false, bool TRANS = false, bool IDLE = false>
 SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
-  using C = Sm90WsConfig<BN, STAGES, BSTAGES, DQ_WGS, B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B,
-                         PAIRS, DBUFS, EPI_TMA, SK, TRANS, IDLE>;
+  using C = Sm90WsConfig<BN, STAGES, BSTAGES, PAIRS, PERSIST, SPLIT_B, SK, TRANS, IDLE>;
+  constexpr bool LEAN = C::kLean, EPI_TMA = C::kEpiTma;
   constexpr int kAcc = BN / 2;
-  constexpr bool kHalves = C::kThreads > 384 && BN > 192;  // see wgmma_rs_part
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
   const u32 base = (smem_addr(smem) + 1023u) & ~1023u;
   const u32 btiles = base, packed = base + C::kOffPacked, bars = base + C::kOffBars;
   // mbarriers: full_p/empty_p guard the packed slots, full_b/empty_b the FP16/BF16 B tiles.
   const u32 full_p = bars, empty_p = bars + 8 * STAGES, full_b = bars + 16 * STAGES, empty_b = full_b + 8 * BSTAGES;
-  const u32 full_a = empty_b + 8 * BSTAGES, empty_a = full_a + 8 * ATILES;  // ATILES: the FP16 A tiles
-  // kRankTma: full_d / empty_d of each of the kDBufs d buffers
-  const u32 full_d = empty_a + 8 * ATILES, empty_d = full_d + 8 * C::kDBufs, dtile = base + C::kOffDTile;
-  const u32 b_ok = empty_d + 8 * C::kDBufs;  // FUSE_B: B tile q of the ring may be loaded (warp 2 -> the producer)
+  // kRankTma: full_d / empty_d of the d buffer
+  const u32 full_d = empty_b + 8 * BSTAGES, empty_d = full_d + 8 * C::kDBufs, dtile = base + C::kOffDTile;
+  const u32 b_ok = empty_d + 8 * C::kDBufs;  // IDLE: B tile q of the ring may be loaded (warp 2 -> the producer)
   // EPI_TMA: staged (the consumer warps have written a tile into the staging area), stage_free (warp 3's TMA stores
   // of it have read it), bias_full (the tile's bias values have landed); stage: the area's first box.
-  const u32 staged = b_ok + 8 * (FUSE_B ? BSTAGES : 0), stage_free = staged + 8, bias_full = stage_free + 8;
+  const u32 staged = b_ok + 8 * (IDLE ? BSTAGES : 0), stage_free = staged + 8, bias_full = stage_free + 8;
   // SK: sk_stored (every consumer warp has stored its share of the head's partial sums; warp 2 then publishes them)
   const u32 sk_stored = bias_full + 8;
   // SK: CTA b's slot of head partial sums in P.sk_acc (256 consumer threads x kAcc floats; see Sm90WsParams).
   auto sk_slot = [&](i64 b) { return P.sk_acc + b * (256 * kAcc); };
   const u32 stage = base + C::kOffStage, bias_buf = base + C::kOffBias;
-  // d buffer s (EPI_TMA: buffer 1 is the staging area's first box).
-  auto dbuf = [&](int s) { return EPI_TMA && s == 1 ? stage : dtile + (u32)s * 128 * 128; };
 
   const int tid = threadIdx.x, lane = tid & 31;
-  // Raster groups (CLUSTER = 1): CTAs in launch order walk the tiles in groups of P.raster row tiles, down a
+  // Raster groups: CTAs in launch order walk the tiles in groups of P.raster row tiles, down a
   // group's rows first, so the CTAs resident at once share fewer B (and A) tiles than a row-major sweep of the
   // whole N extent (L2 reuse of the operand copies); the tile a CTA computes, and its bits, are unchanged.
   // PERSIST: a 1-D grid of at most one CTA per SM, CTA b computing the tiles b, b + gridDim.x, ... of that order
@@ -334,7 +181,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   i64 n0 = 0, m0 = 0;  // this CTA's current tile
   auto set_tile = [&](int t) {
     int tn = PERSIST ? t % tiles_n : (int)blockIdx.x, tm = PERSIST ? t / tiles_n : (int)blockIdx.y;
-    if (CLUSTER == 1 && P.raster > 0) {
+    if (P.raster > 0) {
       const int lin = tm * tiles_n + tn, first = lin / (P.raster * tiles_n) * P.raster;
       const int rows = min(P.raster, tiles_m - first), idx = lin - first * tiles_n;
       tm = first + idx % rows;
@@ -352,32 +199,22 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   auto seg = [&](int i, int& t, int& kb, int& ke) { sk.segment((int)blockIdx.x, i, t, kb, ke); };
   // Scale-code mask of the last K tile: a K tail of 32 leaves groups 2 and 3 outside K (their padding is not read).
   const u32 tail_mask = (p.k & 63) ? 0x0000FFFFu : 0xFFFFFFFFu;
-  const int sf_blk0 = (int)(n0 >> 7);  // first 128-row scale block of B this tile touches
-  // Smem address of the scale word of B tile row r (0..BN-1) inside a slot's B scale blocks.
-  auto b_scale_addr = [&](u32 slot, int r) {
-    const i64 row = n0 + r;
-    return slot + C::kPackA + C::kPackB + C::kSfA + 512 * (int)((row >> 7) - sf_blk0) + scale_word_offset(row);
-  };
 
   SVDQ_TRACE(14, 0);
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_p + 8 * s, 1);
-      mbar_init(empty_p + 8 * s, C::kEmptyArrivals);  // one arrival per warp that reads the slot
+      mbar_init(empty_p + 8 * s, 8);  // every consumer warp (one arrival per warp that reads the slot)
     }
     for (int s = 0; s < BSTAGES; ++s) {
-      mbar_init(full_b + 8 * s, C::kFullArrivals);
-      mbar_init(empty_b + 8 * s, 8 * CLUSTER);      // every consumer warp (of every CTA the tile goes to)
-    }
-    for (int s = 0; s < ATILES; ++s) {
-      mbar_init(full_a + 8 * s, C::kAdqWarps);  // every A dequant warp
-      mbar_init(empty_a + 8 * s, 8);            // every consumer warp
+      mbar_init(full_b + 8 * s, 1);   // the loading thread's arrive_expect_tx (the TMA bytes do the rest)
+      mbar_init(empty_b + 8 * s, 8);  // every consumer warp
     }
     for (int s = 0; s < C::kDBufs; ++s) {
       mbar_init(full_d + 8 * s, 1);
       mbar_init(empty_d + 8 * s, 8);  // every consumer warp
     }
-    if constexpr (FUSE_B) {
+    if constexpr (IDLE) {
       for (int s = 0; s < BSTAGES; ++s) mbar_init(b_ok + 8 * s, 1);  // warp 2's lane 0
     }
     if constexpr (EPI_TMA) {
@@ -390,64 +227,45 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     }
     mbar_init_fence();
   }
-  const u32 crank = sync_after_barrier_init<CLUSTER>();
-  // Inputs may come from the preceding kernel (programmatic dependent launch). B16: only the producer reads what
-  // that launch (the FP16 copy of B) writes, so only it waits, after the first slots' A loads.
-  if constexpr (!B16) pdl_wait_prior_grid();
+  __syncthreads();  // the barriers initialized, before any thread uses one
 
   const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
-  int sf_b_blocks = 0;                       // B scale blocks that exist (the buffer holds round_up(N, 128) rows)
-  for (int h = 0; h < C::kSfBlocks; ++h) sf_b_blocks += ((i64)(sf_blk0 + h) * 128 < p.n) ? 1 : 0;
-  // A row tile past M (the grid rounded up to whole clusters): zeros for A (TMA fill), no scales, nothing stored.
-  const bool m_ok = CLUSTER == 1 || m0 < p.m;
-  // Issues the loads of main K tile `it` into packed slot number q of the ring (q = it but in the A16 tile loop;
-  // one thread).
+  // Issues the loads of main K tile `it` into packed slot number q of the ring (one thread): the codes by TMA, the
+  // scale block by a bulk copy.
   auto issue = [&](int q, int it) {
     const int s = q % STAGES;
     const u32 slot = packed + s * C::kStage, bar = full_p + 8 * s;
     mbar_wait(empty_p + 8 * s, ((q / STAGES) & 1) ^ 1);
-    mbar_arrive_expect_tx(bar, C::kPackA + C::kPackB + (m_ok ? C::kSfA : 0) + 512 * sf_b_blocks);
-    tma_load_2d(slot, &P.tma_a, it * (A16 ? 64 : 32), (int)m0, bar);  // (A16: FP16 elements, else code bytes)
+    mbar_arrive_expect_tx(bar, C::kPackA + C::kSfA);
+    tma_load_2d(slot, &P.tma_a, it * 32, (int)m0, bar);
     SVDQ_TRACE(0, q);
-    if constexpr (!B16) tma_load_2d(slot + C::kPackA, &P.tma_b, it * 32, (int)n0, bar);
-    if (m_ok && !A16) bulk_load(slot + C::kPackA + C::kPackB, p.a_sf + ((m0 >> 7) * sf_ktiles + it) * 512, 512, bar);
-    for (int h = 0; h < sf_b_blocks; ++h)
-      bulk_load(slot + C::kPackA + C::kPackB + C::kSfA + 512 * h, p.b_sf + ((sf_blk0 + h) * sf_ktiles + it) * 512,
-                512, bar);
+    bulk_load(slot + C::kPackA, p.a_sf + ((m0 >> 7) * sf_ktiles + it) * 512, 512, bar);
   };
-  // B16: tile `it` of the B ring by TMA: FP16 B columns 64 it.. of a main tile, l1 columns for a rank tile.
-  // CLUSTER = 2: this CTA's half of the rows, multicast to both.
-  auto issue_b16 = [&](int q, int it) {  // (into B tile number q of the ring)
+  // Tile `it` of the B ring by TMA into B tile number q of the ring: FP16 B columns 64 it.. of a main tile, l1
+  // columns for a rank tile.
+  auto issue_b16 = [&](int q, int it) {
     const int bs = q % BSTAGES;
     const u32 tile = btiles + bs * C::kBTile, bar = full_b + 8 * bs;
     const TmaDesc* map = it < num_main ? &P.tma_b : &P.tma_l1;
     const int c0 = it < num_main ? 64 * it : 64 * (it - num_main);
-    // FUSE_B: warp 2's go (it arrives only after the slot's release, so the wait for that passes at once)
-    if constexpr (FUSE_B) mbar_wait(b_ok + 8 * bs, (q / BSTAGES) & 1);
+    // IDLE: warp 2's go (it arrives only after the slot's release, so the wait for that passes at once)
+    if constexpr (IDLE) mbar_wait(b_ok + 8 * bs, (q / BSTAGES) & 1);
     mbar_wait(empty_b + 8 * bs, ((q / BSTAGES) & 1) ^ 1);
     mbar_arrive_expect_tx(bar, C::kBTile);
-    if constexpr (CLUSTER > 1) {
-      constexpr int kHalf = BN / 2;
-      tma_load_2d_multicast(tile + crank * (kHalf * 128), map, c0, (int)n0 + (int)crank * kHalf, bar,
-                            (u16)((1u << CLUSTER) - 1));
-    } else {
-      tma_load_2d(tile, map, c0, (int)n0, bar);
-    }
+    tma_load_2d(tile, map, c0, (int)n0, bar);
     SVDQ_TRACE(1, q);
   };
-  // kRankTma: the d tile of rank tile r (columns 64 r.., this tile's 128 rows) into d buffer q % kDBufs (the q-th
-  // d tile of the CTA).
+  // kRankTma: the d tile of rank tile r (columns 64 r.., this tile's 128 rows) into the d buffer (the q-th d tile of
+  // the CTA).
   auto issue_d = [&](int q, int r) {
-    const int s = q % C::kDRing;
-    mbar_wait(empty_d + 8 * s, ((q / C::kDRing) & 1) ^ 1);
-    mbar_arrive_expect_tx(full_d + 8 * s, 128 * 128);
-    tma_load_2d(dbuf(s), &P.tma_d, 64 * r, (int)m0, full_d + 8 * s);
+    mbar_wait(empty_d, (q & 1) ^ 1);
+    mbar_arrive_expect_tx(full_d, 128 * 128);
+    tma_load_2d(dtile, &P.tma_d, 64 * r, (int)m0, full_d);
   };
-  // FUSE_B: the FP16 copy of B written by this grid (no copy launch before it), in units of 64 rows x 64 K (unit j:
-  // K tile j / units_n, rows 64 (j % units_n)..). Warp 3 of every CTA converts the units j = blockIdx.x + i gridDim.x
-  // (two at a time, in K order: the first K tiles first, as every CTA's first tile needs them); warp 2 tells the
-  // producer when the units of a B tile are published, converting any unit nobody has claimed yet itself (so no CTA
-  // ever waits on one that is not running: a grid only partly resident still finishes).
+  // IDLE: the FP16 copy of B past the copy launch's columns, written by this grid's converter CTAs, in units of 64
+  // rows x 64 K (unit j: K tile j / units_n, rows 64 (j % units_n)..); warp 2 tells the producer when the units of a
+  // B tile are published, converting any unit nobody has claimed yet itself (so no CTA ever waits on one that is not
+  // running: a grid only partly resident still finishes).
   const int units_n = (int)((p.n + 63) >> 6);
   // Row of item i (0..3) of unit j for this lane (row 16 i + lane / 2 of the unit; lanes 2r and 2r + 1 share a row),
   // -1 where there is none (j < 0, a row past N). A K tail of 32: the last K tile has only words 0-3 of a row.
@@ -554,8 +372,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     return __shfl_sync(0xFFFFFFFFu, mine ? 1 : 0, 0) != 0;
   };
   // EPI_TMA: warp 3 stores the CTA's staged tiles from number st_nt on, those whose staging has completed (block:
-  // all of them, waiting for each); FUSE_B calls it between its conversions. Lane 31 issues the TMA stores (lane 0
-  // runs the publication fences, which would wait for bulk copies in flight in its own thread).
+  // all of them, waiting for each). Lane 31 issues the TMA stores (lane 0 of a converting warp runs publication
+  // fences, which would wait for bulk copies in flight in its own thread).
   int st_nt = 0;
   // (SK) every segment but the head finishes its tile: the k-th such is segment k (+ 1 after a head). A scan of the
   // segments per call here, 64-bit divisions in every thread at the start, cost ~5% on whole tiles.
@@ -677,46 +495,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       old = old_next;
     }
   };
-  auto fused_b16_warp = [&](bool converter) {
-    if (converter) {
-      // Warp 3 of CTA b converts positions b + i G, two at a time (l, l + G) in one software pipeline: lanes 0 and 1
-      // exchange the next pair's claim words and every lane loads its codes (both in flight) before the fences that
-      // publish this pair. One warp converts a pair in ~3 us on the H200 (docs/lab/results/2026-12-02_h200_fuse_b.md):
-      // fast enough for the columns after the first wave, not for all of B.
-      const int G = (int)gridDim.x;
-      uint4 q[2][4];
-      u32 sw[2][4];
-      u64 old = P.epoch;
-      int ja = -1, jb = -1;
-      auto start_pair = [&](int l) {
-        ja = unit_at(l);
-        jb = unit_at(l + G);
-        const int jl = (lane & 1) ? jb : ja;
-        old = P.epoch;
-        if (lane < 2 && jl >= 0) old = atomicExch(P.b16_claims + jl, P.epoch);
-        load_units(ja, jb, q, sw);
-      };
-      int l = (int)blockIdx.x;
-      if (l < num_pos) start_pair(l);
-      while (l < num_pos) {
-        const u32 mine = __ballot_sync(0xFFFFFFFFu, lane < 2 && old != P.epoch) & 3u;
-        const int pa = (mine & 1u) ? ja : -1, pb = (mine & 2u) ? jb : -1;
-        store_units(pa, pb, q, sw);
-        l += 2 * G;
-        if (l < num_pos) start_pair(l);
-        fence_proxy_async_global();
-        __syncwarp();
-        if (lane == 0) {
-          fence_acq_rel_gpu();
-          if (pa >= 0) st_relaxed_gpu_u64(P.b16_flags + pa, P.epoch);
-          if (pb >= 0) st_relaxed_gpu_u64(P.b16_flags + pb, P.epoch);
-        }
-        __syncwarp();
-        if constexpr (EPI_TMA) store_staged(false);
-      }
-      if constexpr (EPI_TMA) store_staged(true);
-      return;
-    }
+  // IDLE: warp 2 hands out the B tiles.
+  auto b_handout_warp = [&] {
     // Warp 2 walks the B ring's positions as the producer does and arrives on b_ok[q % BSTAGES] once B tile q may
     // be loaded: the units of a main tile published (their flags acquired by the lanes that read them, then ordered
     // for the async proxy), a rank tile at once. It first waits for the slot's release (as the producer will), so
@@ -789,7 +569,6 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     tma_prefetch_desc(&P.tma_a);
     tma_prefetch_desc(&P.tma_b);
     tma_prefetch_desc(&P.tma_l1);
-    if constexpr (A16) tma_prefetch_desc(&P.tma_d);
   };
 
   if constexpr (IDLE) {
@@ -799,29 +578,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if (cvt_cta) convert_batched(((int)blockIdx.x - first_round) * kWarps + (tid >> 5), cvt * kWarps);
   }
   if (tid < C::kC0) {
-    setmaxnreg_dec<C::kDequantRegs>();
-    if constexpr (A16) {  // both operands are copies the launches before this one write: wait, then load them
-      if (tid == 0 || tid == 32) {
-        prefetch_descs();
-        pdl_wait_prior_grid();
-        for (int t = tile0, q = 0; t < tile_end; t += tile_step) {
-          set_tile(t);
-          if (tid == 32) {  // the A tiles, then the d tiles (BF16, the same 16 KB box shape) for the rank steps
-            for (int it = 0; it < num_main; ++it) issue(q++, it);
-            for (int r = 0; r < num_rank; ++r, ++q) {
-              const int s = q % STAGES;
-              mbar_wait(empty_p + 8 * s, ((q / STAGES) & 1) ^ 1);
-              mbar_arrive_expect_tx(full_p + 8 * s, C::kPackA);
-              tma_load_2d(packed + s * C::kStage, &P.tma_d, 64 * r, (int)m0, full_p + 8 * s);
-            }
-          } else {
-            for (int it = 0; it < total; ++it) issue_b16(q++, it);  // the B tiles and l1 (warp 0)
-          }
-        }
-      }
-      return;
-    }
-    if (C::kProducerWarp && tid < 32) {  // the producer: every main tile's loads as soon as its slot is free
+    setmaxnreg_dec<C::kLoaderRegs>();
+    if (tid < 32) {  // the producer: every main tile's loads as soon as its slot is free
       if (tid == 0) {
         prefetch_descs();
         if constexpr (SPLIT_B) {
@@ -852,7 +610,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
             qp += n;
             qb += nb;
           }
-        } else if constexpr (B16) {
+        } else {
           const int early = num_main < STAGES ? num_main : STAGES;  // packed slots free at the start
           for (int it = 0; it < early; ++it) issue(it, it);
           pdl_wait_prior_grid();
@@ -870,55 +628,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
               }
             }
           }
-        } else {
-          for (int it = 0; it < num_main; ++it) issue(it, it);
         }
-      }
-      if constexpr (CLUSTER > 1) cluster_arrive();  // the final cluster barrier (see the consumers' end)
-      return;
-    }
-    if constexpr (ATILES > 0) {  // warps 1-3: A into FP16 tiles, items of (row, half) = 4 words of one row
-      constexpr int kItems = 128 * 2, kPer = (kItems + 95) / 96;
-      const int team = (tid - 32) / 96, dt = (tid - 32) % 96;
-      if (team >= C::kATeams) return;  // (DQ_WGS = 2: warp 7 has nothing to do)
-      for (int it = team; it < num_main; it += C::kATeams) {
-        const int s = it % STAGES, as = it % ATILES;
-        const u32 slot = packed + s * C::kStage;
-        const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
-        mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
-        u32 q[kPer][4], s2[kPer];
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-          const int item = dt + 96 * i, row = item >> 1, h = item & 1;
-          if (item < kItems) {
-            ld_shared_16(packed_word_addr(slot, row, 4 * h), q[i][0], q[i][1], q[i][2], q[i][3]);
-            const u32 sw = (load_scale_word(slot + C::kPackA, row) & mask) >> (16 * h);  // groups 2h, 2h + 1
-            s2[i] = scale2_half2_x128(__byte_perm(sw, 0u, 0x4140u));
-          }
-        }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty_p + 8 * s);
-        const u32 tile = base + C::kOffATiles + as * C::kATile;
-        mbar_wait(empty_a + 8 * as, ((it / ATILES) & 1) ^ 1);
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-          const int item = dt + 96 * i, row = item >> 1, h = item & 1;
-          if (item < kItems) {
-#pragma unroll
-            for (int w = 0; w < 4; ++w) {
-              u32 o[4];
-              dequant8_f16(q[i][w], w < 2 ? half2_lo_lo(s2[i]) : half2_hi_hi(s2[i]), o);
-              st_shared_16(tile + row * 128 + (((4 * h + w) ^ (row & 7)) << 4), o[0], o[1], o[2], o[3]);
-            }
-          }
-        }
-        if constexpr (A_SS) fence_proxy_async_shared();  // (SS wgmma reads the tile through the async proxy)
-        __syncwarp();  // the warp's tile writes, before lane 0's arrival (release) publishes them to the consumers
-        if (lane == 0) mbar_arrive(full_a + 8 * as);
       }
       return;
     }
-    if constexpr (B16) {  // nothing to dequantize
+    {  // warps 1-3: the d tiles and bias (warp 1); the B ring (SPLIT_B), its hand-out (IDLE) or the head's flag (SK)
+       // (warp 2); the tile stores (warp 3)
       if constexpr (C::kRankTma) {
         // Warp 1's lane 0 loads the d tiles, so a d buffer still in use (rank > 64) holds up only these loads, never
         // the producer's ring (nor, in the persistent loop, the next tile's first loads).
@@ -950,12 +665,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
         // stores (128 rows x 64 columns each; rows past M and columns past N clipped by the map), then the staging
         // area handed back when they have read it. The consumers go on with the next tile meanwhile.
         if (tid == 127) tma_prefetch_desc(&P.tma_out);
-        // (FUSE_B: by the converting warp 3, between its units; IDLE: warp 3 converts nothing)
-        if ((!FUSE_B || IDLE) && tid >= 96) store_staged(true);
+        if (tid >= 96) store_staged(true);
       }
-      if constexpr (FUSE_B) {
-        // warp 2: when B tiles may be loaded, warp 3: converting B (not IDLE)
-        if (tid >= 64 && (!IDLE || tid < 96)) fused_b16_warp(tid >= 96);
+      if constexpr (IDLE) {
+        if (tid >= 64 && tid < 96) b_handout_warp();  // warp 2: when B tiles may be loaded
       }
       if constexpr (SK) {
         // Warp 2's lane 0 publishes the head's partial sums for CTA b + 1 once every consumer warp has stored its
@@ -979,98 +692,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
           }
         }
       }
-      if constexpr (CLUSTER > 1) cluster_arrive();
       return;
     }
-    const int dt = tid - C::kDq0;  // dequant thread
-    if constexpr (C::kProducerWarp) {
-      // Quarter q of rows r_i = dt / 4 + kRowStep i: packed words 2q, 2q + 1 and scale byte q of the row.
-      const int qtr = dt & 3, r0 = dt >> 2;
-      u32 sf_off[C::kRounds];
-#pragma unroll
-      for (int i = 0; i < C::kRounds; ++i) sf_off[i] = b_scale_addr(0, r0 + C::kRowStep * i);
-      const u32 pk0 = packed_word_addr(C::kPackA, r0, 2 * qtr);
-      const u32 st0 = r0 * 128, x = r0 & 7;
-      for (int it = 0; it < num_main; ++it) {
-        const int s = it % STAGES;
-        const u32 slot = packed + s * C::kStage;
-        const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
-        mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
-        u32 q[C::kRounds][2], sc[C::kRounds];
-#pragma unroll
-        for (int i = 0; i < C::kRounds; ++i) {
-          if (r0 + C::kRowStep * i < BN) {
-            ld_shared_8(slot + pk0 + C::kRowStep * i * 32, q[i][0], q[i][1]);
-            const bool row_ok = n0 + r0 + C::kRowStep * i < p.n;
-            sc[i] = (ld_shared_u32(slot + sf_off[i]) & (row_ok ? mask : 0u)) >> (8 * qtr);  // code in the low byte
-            if constexpr (!LEAN) sc[i] &= 0xFFu;
-          }
-        }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty_p + 8 * s);
-        const int bs = it % BSTAGES;
-        const u32 tile = btiles + bs * C::kBTile;
-        mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
-#pragma unroll
-        for (int i = 0; i < C::kRounds; ++i) {
-          if (r0 + C::kRowStep * i < BN) {
-            // LEAN: the scale by one conversion (its low half), applied through HMUL2's operand selector.
-            const u32 sh = LEAN ? e4m3x2_half2_x128(sc[i]) : half2_lo_lo(scale2_half2_x128(sc[i]));
-            const u32 row = tile + st0 + C::kRowStep * i * 128;
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              u32 o[4];
-              if constexpr (LEAN) dequant8_f16_by_lo(q[i][j], sh, o);
-              else dequant8_f16(q[i][j], sh, o);
-              st_shared_16(row + ((((2 * qtr + j) ^ x)) << 4), o[0], o[1], o[2], o[3]);
-            }
-          }
-        }
-        arrive_tile_written(full_b + 8 * bs, lane);
-      }
-    } else {
-      const bool issuer = dt == 0;
-      if (issuer) {
-        prefetch_descs();
-        for (int it = 0; it < C::kLookahead && it < num_main; ++it) issue(it, it);
-      }
-      for (int it = 0; it < num_main; ++it) {  // B row dt of every main K tile
-        if (issuer && it + C::kLookahead < num_main) issue(it + C::kLookahead, it + C::kLookahead);
-        const int s = it % STAGES;
-        const u32 slot = packed + s * C::kStage;
-        const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
-        mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
-        u32 q[8];
-        load_packed_row(slot + C::kPackA, dt, q);
-        const u32 sw = ld_shared_u32(b_scale_addr(slot, dt)) & mask;
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty_p + 8 * s);
-        const int bs = it % BSTAGES;
-        const u32 tile = btiles + bs * C::kBTile;
-        mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
-        u32 sh[4];
-        scale4_half2_x128(sw, sh);
-#pragma unroll
-        for (int w = 0; w < 8; ++w) {
-          u32 o[4];
-          dequant8_f16(q[w], sh[w >> 1], o);
-          st_shared_16(tile_chunk(tile, dt, w), o[0], o[1], o[2], o[3]);
-        }
-        arrive_tile_written(full_b + 8 * bs, lane);
-      }
-    }
-    for (int t = 0; t < num_rank; ++t) {  // rank tiles: l1 columns 64t.. straight into the B ring by TMA
-      const int it = num_main + t, bs = it % BSTAGES;
-      const u32 tile = btiles + bs * C::kBTile, bar = full_b + 8 * bs;
-      mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
-      if (dt == 0) {
-        mbar_arrive_expect_tx(bar, C::kBTile);
-        tma_load_2d(tile, &P.tma_l1, 64 * t, (int)n0, bar);
-      } else if (lane == 0) {  // one arrival per warp (thread 0's arrive_expect_tx is its warp's)
-        mbar_arrive(bar);
-      }
-    }
-    return;
   }
 
   // ---- consumers ----
@@ -1081,9 +704,6 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // LEAN: the rotation picking quad lane c's pair of every code word; PAIRS: its half (c & 1) of its word (c >> 1).
   const u32 rot = PAIRS ? 23u + 4u * (u32)(c & 1) : 23u + 4u * (u32)c;
   const PairsOffsets pairs_off = pairs_word_offsets(ra, rb, c >> 1);  // (PAIRS)
-  // This thread's share of B: row crow, words cw0 .. cw0 + kCWords - 1.
-  constexpr int kThreadsPerCRow = C::kCWords > 0 ? 8 / C::kCWords : 1;
-  const int crow = 128 + ct / kThreadsPerCRow, cw0 = (ct % kThreadsPerCRow) * C::kCWords;
   float acc[kAcc];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
@@ -1093,35 +713,9 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   int nt = 0;                  // the CTA's tiles before this one (EPI_TMA: the staging area's phase)
   const float alpha = *p.alpha;  // read before the K loop, not on the epilogue's path (an op input, not a copy's)
 
-  // This thread's words of B rows 128..BN-1 of main tile `it` into the B ring.
-  auto b_share = [&](int it, u32 slot, u32 mask) {
-    if constexpr (C::kCWords > 0) {
-      const int bs = it % BSTAGES;
-      const u32 swc = ld_shared_u32(b_scale_addr(slot, crow)) & mask;
-      mbar_wait(empty_b + 8 * bs, ((it / BSTAGES) & 1) ^ 1);
-      // The scales of this thread's words: groups cw0/2 (and cw0/2 + 1 for 4 words), first in the low byte.
-      const u32 s2 = scale2_half2_x128(__byte_perm(swc >> (4 * cw0), 0u, 0x4140u));
-      const u32 tile = btiles + bs * C::kBTile;
-#pragma unroll
-      for (int w2 = 0; w2 < C::kCWords; w2 += 2) {  // two words (one K group) at a time: fewer live registers
-        u32 q0, q1;
-        ld_shared_8(packed_word_addr(slot + C::kPackA, crow, cw0 + w2), q0, q1);
-        const u32 sc = w2 == 0 ? half2_lo_lo(s2) : half2_hi_hi(s2);
-        u32 o[4];
-        dequant8_f16(q0, sc, o);
-        st_shared_16(tile_chunk(tile, crow, cw0 + w2), o[0], o[1], o[2], o[3]);
-        dequant8_f16(q1, sc, o);
-        st_shared_16(tile_chunk(tile, crow, cw0 + w2 + 1), o[0], o[1], o[2], o[3]);
-      }
-      arrive_tile_written(full_b + 8 * bs, lane);
-    }
-  };
   auto release_b = [&](int it) {  // every wgmma that read B tile `it` is done (this warp waited for them)
     __syncwarp();
-    if (lane == 0) {
-      mbar_arrive(empty_b + 8 * ((gb + it) % BSTAGES));
-      if constexpr (CLUSTER > 1) mbar_arrive_cluster(empty_b + 8 * ((gb + it) % BSTAGES), crank ^ 1u);  // the peer's copy
-    }
+    if (lane == 0) mbar_arrive(empty_b + 8 * ((gb + it) % BSTAGES));
   };
   // Main tile `it`'s packed slot is ready; returns the slot (and the two rows' masked scale words).
   auto acquire_packed = [&](int it, u32& swa, u32& swb) {
@@ -1129,58 +723,12 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     const u32 slot = packed + s * C::kStage;
     const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
     mbar_wait(full_p + 8 * s, ((gp + it) / STAGES) & 1);
-    swa = load_scale_word(slot + C::kPackA + C::kPackB, ra) & mask;
-    swb = load_scale_word(slot + C::kPackA + C::kPackB, rb) & mask;
+    swa = load_scale_word(slot + C::kPackA, ra) & mask;
+    swb = load_scale_word(slot + C::kPackA, rb) & mask;
     return slot;
   };
-  // This thread's share of B tile `it` before anyone issues it: dequantized words of a main tile, or only the
-  // arrival for a rank tile (l1 comes by TMA).
-  auto b_share_tile = [&](int it) {
-    if constexpr (C::kCWords > 0) {
-      if (it < num_main) {
-        const int s = it % STAGES;
-        mbar_wait(full_p + 8 * s, (it / STAGES) & 1);
-        b_share(it, packed + s * C::kStage, it == num_main - 1 ? tail_mask : 0xFFFFFFFFu);
-      } else {
-        if (lane == 0) mbar_arrive(full_b + 8 * (it % BSTAGES));
-      }
-    }
-  };
-
-  // One 16-register fragment buffer rebuilt in place, one k16 part at a time: part s of tile it overwrites part s
-  // of tile it-1 once that group has retired (wait<3>: the later groups are tile it-1's remaining parts and tile
-  // it's earlier ones) and is issued at once, so 3-4 k16 groups per warpgroup stay queued on the tensor cores while
-  // the next part is built. Each part is one straight-line fence..commit; the accumulators are touched only by
-  // wgmma inside the loops (anything else makes ptxas wait for every wgmma).
+  // Without PAIRS the rank steps' d fragments go into this buffer (rank_tile).
   u32 af[16];
-  auto main_tile = [&](int it) {
-    u32 swa, swb;
-    const u32 slot = acquire_packed(it, swa, swb);
-    const u32 tile = btiles + (it % BSTAGES) * C::kBTile;
-    const u64 bdesc = wgmma_desc_sw128(tile);
-    u32 sa2 = 0, sb2 = 0;  // LEAN: the rows' scale pair of parts (0, 1), then (2, 3)
-#pragma unroll
-    for (int part = 0; part < 4; ++part) {
-      wgmma_wait_acc<BN, 3>(acc);
-      if constexpr (LEAN) {
-        if (part % 2 == 0) {
-          sa2 = e4m3x2_half2_x128(swa >> (8 * part));
-          sb2 = e4m3x2_half2_x128(swb >> (8 * part));
-        }
-        rs_fragment_part_lean(slot, ra, rb, sa2, sb2, part, rot, af + 4 * part);
-      } else {
-        rs_fragment_part(slot, ra, rb, swa, swb, part, c, af + 4 * part);
-      }
-      if (part == 0) mbar_wait(full_b + 8 * (it % BSTAGES), (it / BSTAGES) & 1);
-      wgmma_fence();
-      if constexpr (LEAN) wgmma_rs_part_desc<BN, kHalves, false>(acc, af + 4 * part, bdesc + 2 * part);
-      else wgmma_rs_part<BN, kHalves, false>(acc, af + 4 * part, tile + part * 32);
-      wgmma_commit();
-    }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty_p + 8 * (it % STAGES));  // every part of the slot has been read
-    if (it >= 1) release_b(it - 1);                           // the waits above retired all of tile it-1
-  };
   auto rank_tile = [&](int it) {
     const int t = it - num_main, q = gb + it;  // (q: B ring position)
     const u32 tile = btiles + (q % BSTAGES) * C::kBTile;
@@ -1197,7 +745,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       }
       if (part == 0) mbar_wait(full_b + 8 * (q % BSTAGES), (q / BSTAGES) & 1);
       wgmma_fence();
-      wgmma_rs_part<BN, kHalves, true>(acc, af + 4 * part, tile + part * 32);
+      wgmma_rs_part<BN, true>(acc, af + 4 * part, tile + part * 32);
       wgmma_commit();
     }
     if (it - 1 >= num_main) release_b(it - 1);
@@ -1205,10 +753,10 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
   // kRankTma: rank tile `it` as SS BF16 wgmma on the d buffer (this warpgroup's 64 rows) and the l1 tile; waits for
   // its wgmmas, then releases both.
   auto rank_tile_ss = [&](int it) {
-    const int q = gb + it, qd = gd + it - num_main, ds = qd % C::kDRing;
-    mbar_wait(full_d + 8 * ds, (qd / C::kDRing) & 1);
+    const int q = gb + it, qd = gd + it - num_main;
+    mbar_wait(full_d, qd & 1);
     mbar_wait(full_b + 8 * (q % BSTAGES), (q / BSTAGES) & 1);
-    const u64 ad = wgmma_desc_sw128(dbuf(ds) + (u32)(ct >> 7) * 64 * 128);
+    const u64 ad = wgmma_desc_sw128(dtile + (u32)(ct >> 7) * 64 * 128);
     const u64 bd = wgmma_desc_sw128(btiles + (q % BSTAGES) * C::kBTile);
     // Only the k16 steps holding rank columns (r is a multiple of 16): past r the d and l1 tiles are the TMA's zero
     // fill, and such a step (all products zero) leaves every accumulator as it is, so it is skipped (2 of the 4 in
@@ -1223,7 +771,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       else rank_steps_ss<BN, 1>(acc, ad, bd);
     }
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty_d + 8 * ds);
+    if (lane == 0) mbar_arrive(empty_d);
     release_b(it);
   };
   auto store_tile = [&] {  // the epilogue (every wgmma has retired)
@@ -1249,7 +797,7 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       store_acc_tile<BN>(p, alpha, m0, n0, 128, m0 + ra, c, acc);
     }
   };
-  // After the main K loop (the forms other than A16): the rank steps, the epilogue.
+  // After the main K loop: the rank steps, the epilogue.
   auto finish_tile = [&] {
     wgmma_wait_acc<BN, 0>(acc);
     SVDQ_TRACE(8 + (ct >> 7), gb / total);
@@ -1260,114 +808,27 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     if constexpr (C::kRankTma) {
       for (int it = num_main; it < total; ++it) rank_tile_ss(it);  // (each retires and releases its tiles)
     } else {
-      for (int it = num_main; it < total; ++it) {
-        rank_tile(it);
-        if (it + 1 < total) b_share_tile(it + 1);
-      }
+      for (int it = num_main; it < total; ++it) rank_tile(it);
       wgmma_wait_acc<BN, 0>(acc);
-      if constexpr (PERSIST) {  // the last rank tile's B slot, which the next tile's loads reuse
-        if (total > num_main) release_b(total - 1);
-      }
     }
     SVDQ_TRACE(10 + (ct >> 7), gb / total);
     store_tile();
     SVDQ_TRACE(12 + (ct >> 7), gb / total);
   };
 
-  if constexpr (A16) {
-    // SS wgmma on the slot's FP16 A rows of this warpgroup and the B tile; wait<1> after each commit retires the
-    // previous tile's group (the other warpgroup's groups keep the tensor cores busy meanwhile), whose slot and B
-    // tile are then released.
-    const u32 a_rows = (u32)(ct >> 7) * 64 * 128;  // this warpgroup's 64 rows (8 swizzle atoms) of the A tile
-    auto release_a = [&](int qa) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty_p + 8 * (qa % STAGES));
-    };
-    // K tile `it` of the current output tile from ring positions g + it of both rings: FP16 A x FP16 B for a main
-    // tile, BF16 d x BF16 l1 for a rank tile; then retires the previous group and releases its slot and B tile.
-    auto ss_tile = [&](int g, int it, bool bf16) {  // (bf16 is a constant at each call)
-      const int s = (g + it) % STAGES, bs = (g + it) % BSTAGES;
-      mbar_wait(full_p + 8 * s, ((g + it) / STAGES) & 1);
-      mbar_wait(full_b + 8 * bs, ((g + it) / BSTAGES) & 1);
-      const u64 ad = wgmma_desc_sw128(packed + s * C::kStage + a_rows), bd = wgmma_desc_sw128(btiles + bs * C::kBTile);
-      wgmma_fence();
-#pragma unroll
-      for (int part = 0; part < 4; ++part) {
-        if (bf16) wgmma_ss_bf16<BN>(acc, ad + 2 * part, bd + 2 * part);
-        else wgmma_ss_f16<BN>(acc, ad + 2 * part, bd + 2 * part);
-      }
-      wgmma_commit();
-      wgmma_wait_acc<BN, 1>(acc);
-      if (it >= 1) {
-        release_a(g + it - 1);
-        release_b(g + it - 1);
-      }
-    };
-    // g: ring position of the tile's first K tile (both rings take `total` per tile; PERSIST: they run on across
-    // tiles).
-    for (int t = tile0, g = 0; t < tile_end; t += tile_step, g += total) {
-      if (t != tile0) set_tile(t);
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-      for (int it = 0; it < num_main; ++it) ss_tile(g, it, false);
-      wgmma_wait_acc<BN, 0>(acc);
-      // The main term back to its true scale (exact, a power of two) before the rank steps.
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
-      for (int it = num_main; it < total; ++it) ss_tile(g, it, true);
-      wgmma_wait_acc<BN, 0>(acc);
-      release_a(g + total - 1);
-      release_b(g + total - 1);
-      store_tile();
-    }
-    return;
-  } else if constexpr (A_SS) {
-    // SS wgmma on the dequant teams' FP16 A tiles (this warpgroup's 64 rows) and the B tiles; wait<1> after each
-    // commit retires the previous tile's group, whose A tile and B tile are then released.
-    const u32 a_rows = (u32)(ct >> 7) * 64 * 128;
-    for (int it = 0; it < num_main; ++it) {
-      const int as = it % ATILES, bs = it % BSTAGES;
-      mbar_wait(full_a + 8 * as, (it / ATILES) & 1);
-      mbar_wait(full_b + 8 * bs, (it / BSTAGES) & 1);
-      const u64 ad = wgmma_desc_sw128(base + C::kOffATiles + as * C::kATile + a_rows);
-      const u32 bt = btiles + bs * C::kBTile;
-      wgmma_fence();
-#pragma unroll
-      for (int part = 0; part < 4; ++part) wgmma_ss_part<BN, kHalves>(acc, ad + 2 * part, bt + part * 32);
-      wgmma_commit();
-      wgmma_wait_acc<BN, 1>(acc);
-      if (it >= 1) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty_a + 8 * ((it - 1) % ATILES));
-        release_b(it - 1);
-      }
-    }
-  } else if constexpr (B16) {
+  {
     // Nothing else takes the consumers' time, so fragments are built a whole K tile at a time into two buffers
     // while the other tile's four k16 wgmmas run (double_buffered_k_loop; release_b frees a B tile).
     u32 fb[16];
-    // ATILES: ldmatrix.x4 rows of this lane (matrices: rows 0-7 / 8-15 of the warp's 16, K 0-7 / 8-15 of a k16 part).
-    const int lrow = (ct >> 7) * 64 + warp_in_wg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, lhalf = lane >> 4;
     auto build = [&](int it, u32* f) {
-      if constexpr (ATILES > 0) {
-        const int as = it % ATILES;
-        mbar_wait(full_a + 8 * as, (it / ATILES) & 1);
-        const u32 row = base + C::kOffATiles + as * C::kATile + lrow * 128;
-#pragma unroll
-        for (int part = 0; part < 4; ++part)
-          ldmatrix_x4(row + (((2 * part + lhalf) ^ (lrow & 7)) << 4), f[4 * part], f[4 * part + 1], f[4 * part + 2],
-                      f[4 * part + 3]);
-      } else {
-        SVDQ_TRACE(16 + (ct >> 7), gb + it);
-        u32 swa, swb;
-        const u32 slot = acquire_packed(it, swa, swb);
-        if constexpr (PAIRS) rs_fragment_tile_pairs(slot, pairs_off, swa, swb, rot, f);
-        else if constexpr (LEAN) rs_fragment_tile_lean(slot, ra, rb, swa, swb, rot, f);
-        else rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty_p + 8 * ((gp + it) % STAGES));  // the slot has been read
-        SVDQ_TRACE(4 + (ct >> 7), gb + it);
-      }
+      SVDQ_TRACE(16 + (ct >> 7), gb + it);
+      u32 swa, swb;
+      const u32 slot = acquire_packed(it, swa, swb);
+      if constexpr (PAIRS) rs_fragment_tile_pairs(slot, pairs_off, swa, swb, rot, f);
+      else rs_fragment_tile(slot, ra, rb, swa, swb, c, f);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_p + 8 * ((gp + it) % STAGES));  // the slot has been read
+      SVDQ_TRACE(4 + (ct >> 7), gb + it);
     };
     auto issue = [&](int it, const u32* f) {
       const int q = gb + it;  // B ring position
@@ -1378,15 +839,11 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
       const u64 bdesc = wgmma_desc_sw128(tile);
 #pragma unroll
       for (int part = 0; part < 4; ++part) {
-        if constexpr (LEAN) wgmma_rs_part_desc<BN, kHalves, false>(acc, f + 4 * part, bdesc + 2 * part);
-        else wgmma_rs_part<BN, kHalves, false>(acc, f + 4 * part, tile + part * 32);
+        if constexpr (LEAN) wgmma_rs_part_desc<BN, false>(acc, f + 4 * part, bdesc + 2 * part);
+        else wgmma_rs_part<BN, false>(acc, f + 4 * part, tile + part * 32);
       }
       wgmma_commit();
       SVDQ_TRACE(2 + (ct >> 7), gb + it);
-      if constexpr (ATILES > 0) {  // the fragments are in registers (the wgmmas read them): the A tile is free
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty_a + 8 * (it % ATILES));
-      }
     };
     if constexpr (SK) {
       // The CTA's whole tiles (each as in the loop below), its head (K tiles [0, ke) of the tile its range ends in:
@@ -1477,15 +934,8 @@ SVDQ_DEV void sm90_svdq_ws(const Sm90WsParams& P) {
     } else {
       double_buffered_k_loop<BN>(num_main, acc, af, fb, build, issue, release_b);  // (rank steps, epilogue below)
     }
-  } else {
-    b_share_tile(0);
-    for (int it = 0; it < num_main; ++it) {
-      main_tile(it);
-      b_share_tile(it + 1);  // it + 1 < total: the rank tiles follow
-    }
   }
   finish_tile();
-  if constexpr (CLUSTER > 1) cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 }
 
 }  // namespace svdq_k

@@ -68,11 +68,11 @@ Build gemm(const std::string& id, int bm, int stages, int tile_bufs) {
   return b;
 }
 
-// Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh.
-Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs = 0, bool fp16_b = false,
-              int cluster = 1, int a_tiles = 0, bool fp16_a = false, bool persistent = false, bool a_ss = false,
-              bool lean = false, bool fuse_b = false, bool split_b = false, bool pairs = false, int d_bufs = 1,
-              bool epi_tma = false, bool stream_k = false, bool trans = false, bool idle_cvt = false) {
+// Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh (the rendered unit static_asserts the size). B comes as
+// FP16 from a copy launch; pairs: the lean dequantization in the pairs order with SS rank steps; persistent: one CTA
+// per SM looping over the tiles, the epilogue staged and stored by TMA.
+Build sm90_ws(const std::string& id, int bn, int stages, int bstages, bool pairs = false, bool persistent = false,
+              bool split_b = false, bool stream_k = false, bool trans = false, bool idle_cvt = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90Ws;
@@ -82,35 +82,25 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, int dq_wgs
   b.bn = bn;
   b.stages = stages;
   b.tile_bufs = bstages;
-  b.dq_wgs = dq_wgs;
-  b.fp16_b = fp16_b;
-  b.cluster = cluster;
-  b.a_tiles = a_tiles;
-  b.fp16_a = fp16_a;
+  b.dq_wgs = 1;
+  b.fp16_b = true;
   b.persistent = persistent;
-  b.a_ss = a_ss;
-  b.lean = lean;
-  b.fuse_b = fuse_b;
+  b.lean = pairs;
+  b.fuse_b = idle_cvt;
   b.split_b = split_b;
   b.pairs = pairs;
-  b.d_bufs = d_bufs;
-  b.epi_tma = epi_tma;
+  b.epi_tma = persistent;
   b.stream_k = stream_k;
   b.trans = trans;
   b.idle_cvt = idle_cvt;
-  b.threads = 128 * std::max(1, dq_wgs) + 256;  // dequant warpgroup(s) + 2 consumer warpgroups
-  const int64_t sf_blocks = fp16_b ? 0 : bn == 192 ? 2 : bn / 128;
-  const int64_t a_part = fp16_a ? 128 * 128 : 128 * 32 + 512;  // A's FP16 tile, or its codes and scales
-  const int64_t stage = a_part + (fp16_b ? 0 : int64_t(bn) * 32) + sf_blocks * 512;
-  // The lean FP16-B form's d tiles for SS rank steps (+ two barriers each; with the TMA-store epilogue a second d
-  // buffer is a box of the staging area).
-  const int64_t d_tiles = lean && fp16_b ? d_bufs : 0, d_alloc = epi_tma && d_tiles > 0 ? 1 : d_tiles;
-  // EPI_TMA: three 16 KiB boxes of the output tile's staging area before the d buffer (its fourth), the tile's bias
-  // (bn BF16 values), three barriers; stream-K one more.
-  const int64_t stage_boxes = epi_tma ? 3 : 0, bias_bytes = epi_tma ? int64_t(bn) * 2 : 0;
-  b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + int64_t(a_tiles) * 128 * 128 +
-                 (stage_boxes + d_alloc) * 128 * 128 + bias_bytes +
-                 (2 * stages + 2 * bstages + 2 * a_tiles + 2 * d_tiles + (fuse_b ? bstages : 0) + (epi_tma ? 3 : 0) +
+  b.threads = 384;  // the loader warpgroup + 2 consumer warpgroups
+  const int64_t stage = 128 * 32 + 512;  // A's codes and scale block per K tile
+  const int64_t d_tiles = pairs ? 1 : 0;
+  // persistent: three 16 KiB boxes of the output tile's staging area before the d buffer (its fourth), the tile's
+  // bias (bn BF16 values), three barriers.
+  const int64_t stage_boxes = persistent ? 3 : 0, bias_bytes = persistent ? int64_t(bn) * 2 : 0;
+  b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + (stage_boxes + d_tiles) * 128 * 128 + bias_bytes +
+                 (2 * stages + 2 * bstages + 2 * d_tiles + (idle_cvt ? bstages : 0) + (persistent ? 3 : 0) +
                   (stream_k ? 1 : 0)) * 8 +
                  1024;
   b.kernel_name = "svdq_" + id;
@@ -202,7 +192,7 @@ std::vector<Build> make_builds() {
       sm90_swap_a16("sm90_a16_bm136_s6_rs", 136, 6, true),
       sm90_swap_a16("sm90_a16_bm136_s6_ss", 136, 6, false),
       // The FP16-B build of 128x128 tiles: one wave of them where 128x256 tiles would take as many waves.
-      sm90_ws("sm90_ws16_bn128_s8_b6", 128, 8, 6, 1, true),
+      sm90_ws("sm90_ws16_bn128_s8_b6", 128, 8, 6),
       // The dequant-team builds on FP16 A: the fused-ring form (the table's runner-up at M = 129), and the 16-slot
       // forms with 4 FP16 tiles and two K tiles per consumer step (routed: 72 rows within one wave, 24 rows always).
       sm90_swap_a16("sm90_a16_bm72_s8_f_dq8_g4_p4_x2", 72, 8, false, 8, 8, 1, 4, 4, 2, true),
@@ -215,36 +205,29 @@ std::vector<Build> make_builds() {
       // step are summed the same whatever their positions: bench/micro/k16_order.cu). GEMM launches 3.6-4.6% faster
       // than the plain order on zero operands, the op 0.1-2.1% on random ones, where the clock is power-bound
       // (docs/lab/results/2026-12-02_h200_pairs.md). This one, not persistent: one wave of 128x256 tiles.
-      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pairs", 256, 8, 5, 1, true, 1, 0, false, false, false, true, false, false,
-              true),
+      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pairs", 256, 8, 5, true),
       // The persistent pairs forms with the TMA-store epilogue (EPI_TMA): the consumers write the BF16 tile into a
       // staging area (three 16 KiB boxes + the d buffer; one B tile and two packed slots fewer for the room) and go
       // on with the next tile while warp 3 stores it. The epilogue's global stores had cost ~7% at K = 3072
       // (timing with none of them, bench/micro/ws_trace.cu -DFAKE_STORE=1). The split form's B ring is loaded by
       // warp 2 (the producer thread then issues only the packed slots).
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", 256, 6, 4, 1, true, 1, 0, false, true, false, true, false,
-              false, true, 1, true),
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
-              false, true, true, 1, true),
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", 256, 6, 4, true, true),
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi", 256, 6, 4, true, true, true),
       // The pairs / TMA-store-epilogue form with the stream-K tail: no SM idle in a partial last round (e.g. 9216 x
       // 3072: 864 tiles are 6.55 rounds of 132, which whole tiles take 7 rounds for). The heuristic's pick for two or
       // three rounds with the last at most half full (0.75-0.91x the time of `_pairs_epi` there); with the last
       // round nearly full 4.7-7.8% slower (docs/lab/results/2026-12-03_h200_stream_k.md §5).
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
-              false, false, true, 1, true, true),
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", 256, 6, 4, true, true, false, true),
       // The routed pairs / TMA-store-epilogue forms on the transposed product (TRANS): for N > M the FP16 copy
       // launch writes A (M x K) instead of B (N x K); the epilogue stages each tile transposed.
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
-              false, false, true, 1, true, false, true),
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi_t", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
-              false, true, true, 1, true, false, true),
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t", 256, 6, 4, true, true, false, false, true),
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi_t", 256, 6, 4, true, true, true, false, true),
       // The pairs / TMA-store-epilogue form with FUSE_B and IDLE: the copy launch writes the column tiles of B the
       // first round reads (column-major raster); the G - T % G CTAs a partial last round of T tiles would leave idle
       // convert the others (all their warps) during the first round, and take their tiles from the second round on,
       // so the rounds stay ceil(T / G); they convert the last column tiles (one per 3 converters at most:
       // idle_split), the copy launch the others.
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle", 256, 6, 4, 1, true, 1, 0, false, true, false, true,
-              true, false, true, 1, true, false, false, true),
+      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle", 256, 6, 4, true, true, false, false, false, true),
   };
 }
 
@@ -287,29 +270,16 @@ std::string Build::description() const {
       break;
     case Program::Sm90Ws:
       os << "sm_90a warp-specialized wgmma GEMM, tile " << bm << "x" << bn << "x64, TMA + mbarrier ring of " << stages
-         << " packed slots, " << tile_bufs << " FP16 B tiles, ";
-      if (fp16_a) os << "A and B as FP16 from two launches before it (TMA into the slots and the B tiles), "
-                     << "2 producer warps + 2 SS-wgmma consumer warpgroups, "
-                     << (persistent ? "persistent (one CTA per SM looping over the tiles), " : "");
-      else if (fp16_b) os << (fuse_b ? "B as FP16 from a copy of the first wave's column tiles by a launch before it and of the rest by this kernel (TMA into the B tiles), "
-                                     : "B as FP16 from a launch before it (TMA into the B tiles), ")
-                     << "a producer warp"
-                     << (a_tiles > 0 ? " + " + std::to_string(dq_wgs) + " team(s) of 3 warps dequantizing A into " + std::to_string(a_tiles) +
-                                           " FP16 tiles (" + (a_ss ? "SS wgmma" : "ldmatrix fragments") + ")" : "")
-                     << " + 2 RS-wgmma consumer warpgroups, "
-                     << (cluster > 1 ? "clusters of " + std::to_string(cluster) + " row tiles sharing the B tiles (TMA multicast), " : "");
-      else if (dq_wgs == 0) os << "a dequant warpgroup + 2 RS-wgmma consumer warpgroups sharing B's dequantization, ";
-      else os << "a producer warp + " << 4 * dq_wgs - 1 << " dequant warps + 2 RS-wgmma consumer warpgroups, ";
-      if (lean) os << "lean dequantization (E4M3 scales by F2FP, one rotation per fragment pair), ";
-      if (fuse_b) os << (idle_cvt ? "the CTAs a partial last round leaves idle converting B per 64 x 64 unit during the first round instead (column-major tile order), "
-                                  : "warp 3 converting B per 64 x 64 unit (column-major tile order), ")
-                     << "warp 2 loading a B tile once its units are published, ";
+         << " packed A slots, " << tile_bufs << " FP16 B tiles (B from a copy launch before it), a producer warp + 2 "
+         << "RS-wgmma consumer warpgroups dequantizing A into registers, ";
+      if (pairs) os << "lean dequantization in the pairs order, SS rank steps on a d tile loaded by TMA, ";
+      if (persistent) os << "persistent (one CTA per SM looping over the tiles), the output tile staged in smem and "
+                         << "stored by TMA from warp 3 while the consumers go on, ";
       if (split_b) os << "warp 2 loading the B tiles, ";
-      if (pairs) os << "fragments in the pairs order (half a code word per quad lane and K group), ";
-      if (d_bufs > 1) os << d_bufs << " d buffers for the rank steps, ";
-      if (epi_tma) os << "the output tile staged in smem and stored by TMA from warp 3 while the consumers go on, ";
       if (stream_k) os << "the last two rounds of tiles split over the CTAs by K tiles (stream-K, partial sums handed on), ";
       if (trans) os << "on the transposed product (the op's A copied to FP16 instead of B, the tile staged transposed), ";
+      if (idle_cvt) os << "the CTAs a partial last round leaves idle converting the last column tiles of B during the "
+                       << "first round (column-major tile order), ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::DequantFp16:
@@ -466,24 +436,14 @@ std::string render(const Build& b) {
          << "(const svdq_k::QuantLoraParams p) {\n  svdq_k::smxx_quant_lora<" << b.stages << ">(p);\n}\n";
       break;
     case Program::Sm90Ws: {
-      // Template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B, PAIRS, DBUFS,
-      // EPI_TMA, SK, TRANS, IDLE) up to the last one that
-      // differs from its default, so builds from before an argument existed render as before (same content hash).
-      auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
-      const std::pair<std::string, std::string> args[] = {
-          {flag(b.fp16_b), "false"}, {std::to_string(b.cluster), "1"}, {std::to_string(b.a_tiles), "0"},
-          {flag(b.fp16_a), "false"}, {flag(b.persistent), "false"},  {flag(b.a_ss), "false"},
-          {flag(b.lean), "false"},   {flag(b.fuse_b), "false"},  {flag(b.split_b), "false"},
-          {flag(b.pairs), "false"},  {std::to_string(b.d_bufs), "1"}, {flag(b.epi_tma), "false"},
-          {flag(b.stream_k), "false"}, {flag(b.trans), "false"}, {flag(b.idle_cvt), "false"}};
+      // Template arguments after BSTAGES (PAIRS, PERSIST, SPLIT_B, SK, TRANS, IDLE) up to the last one that is set.
+      const bool flags[] = {b.pairs, b.persistent, b.split_b, b.stream_k, b.trans, b.idle_cvt};
       int named = 0;
-      for (int i = 0; i < 15; ++i)
-        if (args[i].first != args[i].second) named = i + 1;
-      std::string ws_tail;
-      for (int i = 0; i < named; ++i) ws_tail += ", " + args[i].first;
-      render_sm90_unit(os, b, "sm90_svdq_ws.cuh", "Sm90WsConfig", "sm90_svdq_ws",
-                       std::to_string(b.bn) + ", " + std::to_string(b.stages) + ", " + std::to_string(b.tile_bufs) +
-                           ", " + std::to_string(b.dq_wgs) + ws_tail);
+      for (int i = 0; i < 6; ++i)
+        if (flags[i]) named = i + 1;
+      std::string targs = std::to_string(b.bn) + ", " + std::to_string(b.stages) + ", " + std::to_string(b.tile_bufs);
+      for (int i = 0; i < named; ++i) targs += flags[i] ? ", true" : ", false";
+      render_sm90_unit(os, b, "sm90_svdq_ws.cuh", "Sm90WsConfig", "sm90_svdq_ws", targs);
       break;
     }
     case Program::DequantFp16:

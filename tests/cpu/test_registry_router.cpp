@@ -439,36 +439,36 @@ TEST(Registry, SwapA16TemplateArgumentsRenderInOrder) {
   EXPECT_EQ(targs(lean), "72, 16, false, 8, 4, 1, 4, 4, 2, false, true");
 }
 
-// ws template arguments after DQ_WGS (B16, CLUSTER, ATILES, A16, PERSIST, A_SS, LEAN, FUSE_B, SPLIT_B, PAIRS, DBUFS,
-// EPI_TMA, SK, TRANS, IDLE) likewise: up to the last non-default one, so builds from before an argument existed
-// render as they did.
+// ws template arguments after BSTAGES (PAIRS, PERSIST, SPLIT_B, SK, TRANS, IDLE) up to the last one set.
 TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   auto targs = [](const reg::Build& b) { return rendered_targs(b, "sm90_svdq_ws"); };
-  EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn128_s8_b6")), "128, 8, 6, 1, true");
-  // The lean FP16-B form in the pairs order: PAIRS (the 14th argument) after FUSE_B and SPLIT_B false, not persistent.
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn128_s8_b6")), "128, 8, 6");
+  // The pairs form (lean dequantization, SS rank steps), not persistent.
   const reg::Build& lean_pairs = reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
-  EXPECT_EQ(targs(lean_pairs), "256, 8, 5, 1, true, 1, 0, false, false, false, true, false, false, true");
+  EXPECT_EQ(targs(lean_pairs), "256, 8, 5, true");
   EXPECT_TRUE(lean_pairs.pairs && lean_pairs.lean && !lean_pairs.persistent && reg::needs_fp16_b(lean_pairs));
   EXPECT_EQ(&reg::dequant_fp16_for(lean_pairs), &reg::build_by_id("smxx_dequant_fp16_pairs"));
-  // The flags' preconditions (the kernel's static_asserts): FUSE_B on persistent lean FP16-B 128x256 builds, SPLIT_B
-  // on single-CTA FP16-B builds with one producer warpgroup, PAIRS and two d buffers on lean FP16-B builds.
+  // The flags' preconditions (the kernel's static_asserts): every form takes B as FP16 from the copy launch;
+  // persistent (with the staged epilogue) only in the pairs form; SPLIT_B, SK, TRANS and IDLE only persistent.
   for (const auto& b : reg::all_builds()) {
     SCOPED_TRACE(b.id);
-    EXPECT_TRUE(!b.fuse_b || (b.fp16_b && b.lean && b.persistent && b.bn == 256));
-    EXPECT_TRUE(!b.split_b ||
-                (b.fp16_b && b.dq_wgs == 1 && b.cluster == 1 && b.a_tiles == 0 && !b.fp16_a && !b.fuse_b));
-    EXPECT_TRUE(!b.pairs || b.program == reg::Program::DequantFp16 || (b.fp16_b && b.lean));
-    EXPECT_TRUE(b.d_bufs == 1 || (b.fp16_b && b.lean));
+    if (b.program != reg::Program::Sm90Ws) continue;
+    EXPECT_TRUE(b.fp16_b && b.dq_wgs == 1 && b.threads == 384);
+    EXPECT_EQ(b.lean, b.pairs);
+    EXPECT_EQ(b.epi_tma, b.persistent);
+    EXPECT_EQ(b.fuse_b, b.idle_cvt);
+    EXPECT_TRUE(!b.persistent || (b.pairs && b.bn == 256));
+    EXPECT_TRUE(!(b.split_b || b.stream_k || b.trans || b.idle_cvt) || b.persistent);
+    EXPECT_TRUE(!b.idle_cvt || !(b.split_b || b.stream_k || b.trans));
+    EXPECT_TRUE(!b.stream_k || !b.split_b);
   }
-  // The TMA-store epilogue (the 16th argument), persistent: three 16 KiB staging boxes, the tile's 512 bias bytes
-  // and three barriers more, one B tile (32 KiB) and two packed slots fewer than the pairs ring without it (the
-  // persistent loop and SPLIT_B, warp 2 loading the B ring, take no shared memory of their own).
+  // The TMA-store epilogue, persistent: three 16 KiB staging boxes, the tile's 512 bias bytes and three barriers
+  // more, one B tile (32 KiB) and two packed slots fewer than the pairs ring without it (the persistent loop and
+  // SPLIT_B, warp 2 loading the B ring, take no shared memory of their own).
   for (const char* id : {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi"}) {
     const reg::Build& epi = reg::build_by_id(id);
     const bool split = epi.split_b;
-    EXPECT_EQ(targs(epi), std::string("256, 6, 4, 1, true, 1, 0, false, true, false, true, false, ") +
-                              (split ? "true" : "false") + ", true, 1, true")
-        << id;
+    EXPECT_EQ(targs(epi), std::string("256, 6, 4, true, true") + (split ? ", true" : "")) << id;
     EXPECT_TRUE(epi.persistent && epi.pairs && epi.epi_tma && !epi.fuse_b) << id;
     EXPECT_EQ(epi.smem_bytes,
               lean_pairs.smem_bytes - 256 * 128 - 2 * 8 - 2 * (128 * 32 + 512 + 2 * 8) + 3 * 128 * 128 + 512 + 3 * 8)
@@ -480,11 +480,9 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_TRUE(reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi").split_b);
   for (const auto& b : reg::all_builds())
     EXPECT_TRUE(!b.epi_tma || (b.fp16_b && b.lean && b.persistent)) << b.id;
-  // Its idle-converter form: FUSE_B (the 12th argument) and IDLE (the 19th; SK and TRANS false before it), one
-  // b_ok barrier per B tile more.
+  // Its idle-converter form: IDLE (the last argument), one b_ok barrier per B tile more.
   const reg::Build& epi_idle = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
-  EXPECT_EQ(targs(epi_idle),
-            "256, 6, 4, 1, true, 1, 0, false, true, false, true, true, false, true, 1, true, false, false, true");
+  EXPECT_EQ(targs(epi_idle), "256, 6, 4, true, true, false, false, false, true");
   EXPECT_TRUE(epi_idle.idle_cvt && epi_idle.fuse_b);
   EXPECT_EQ(epi_idle.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 4 * 8);
   EXPECT_LE(epi_idle.smem_bytes, reg::max_smem_optin_for_cc(90));
@@ -510,18 +508,19 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(idle(20, 7, 0, 132), std::make_pair(0, 7));        // 140 tiles row-major: the first round reads all
   EXPECT_EQ(idle(25, 16, 25, 134), std::make_pair(0, 16));     // 400 tiles on 134: 2 converters, under 3 per column
   EXPECT_EQ(idle(5, 1, 5, 0), std::make_pair(0, 1));
-  // Its stream-K form: the 17th argument, one barrier more (sk_stored).
+  // Its stream-K form: SK, one barrier more (sk_stored).
   const reg::Build& epi_sk = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
-  EXPECT_EQ(targs(epi_sk), "256, 6, 4, 1, true, 1, 0, false, true, false, true, false, false, true, 1, true, true");
+  EXPECT_EQ(targs(epi_sk), "256, 6, 4, true, true, false, true");
   EXPECT_EQ(epi_sk.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 8);
   EXPECT_NE(epi_sk.description().find("stream-K"), std::string::npos);
   for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.stream_k || (b.epi_tma && !b.fuse_b && !b.split_b)) << b.id;
-  // The transposed-product forms: the 18th argument (SK false before it), the same shared memory and threads, the
-  // pairs copy (of the op's A).
+  // The transposed-product forms: TRANS (SK false before it), the same shared memory and threads, the pairs copy
+  // (of the op's A).
   for (const char* id : {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi"}) {
     const reg::Build& base = reg::build_by_id(id);
     const reg::Build& t = reg::build_by_id(std::string(id) + "_t");
-    EXPECT_EQ(targs(t), targs(base) + ", false, true") << t.id;
+    EXPECT_EQ(targs(t), std::string("256, 6, 4, true, true, ") + (base.split_b ? "true" : "false") + ", false, true")
+        << t.id;
     EXPECT_TRUE(t.trans && !base.trans && reg::needs_fp16_b(t) && !reg::needs_fp16_a(t)) << t.id;
     EXPECT_EQ(t.smem_bytes, base.smem_bytes) << t.id;
     EXPECT_EQ(t.threads, base.threads) << t.id;
