@@ -11,7 +11,7 @@
 // sums, which that CTA computed as early in its stream-K part. The tail's CTA carries the sums on through the same
 // K order, then the rank steps and the epilogue: the bits are those of the whole tile's walk. A CTA waits only for
 // a lower-numbered one that started before it (blocks are dispatched in order). segment() numbers a CTA's segments
-// head first; the kernel's walk order is its own (sm90_svdq_ws.cuh).
+// head first; the kernel's walk order is its own (sm90/ws/cta.cuh, walk).
 #pragma once
 #include "common/smxx_hd.cuh"
 

@@ -68,7 +68,7 @@ Build gemm(const std::string& id, int bm, int stages, int tile_bufs) {
   return b;
 }
 
-// Mirrors Sm90WsConfig in kernels/sm90/sm90_svdq_ws.cuh (the rendered unit static_asserts the size). B comes as
+// Mirrors Sm90WsConfig in kernels/sm90/ws/config.cuh (the rendered unit static_asserts the size). B comes as
 // FP16 from a copy launch; pairs: the lean dequantization in the pairs order with SS rank steps; persistent: one CTA
 // per SM looping over the tiles, the epilogue staged and stored by TMA.
 Build sm90_ws(const std::string& id, int bn, int stages, int bstages, bool pairs = false, bool persistent = false,
@@ -443,7 +443,7 @@ std::string render(const Build& b) {
         if (flags[i]) named = i + 1;
       std::string targs = std::to_string(b.bn) + ", " + std::to_string(b.stages) + ", " + std::to_string(b.tile_bufs);
       for (int i = 0; i < named; ++i) targs += flags[i] ? ", true" : ", false";
-      render_sm90_unit(os, b, "sm90_svdq_ws.cuh", "Sm90WsConfig", "sm90_svdq_ws", targs);
+      render_sm90_unit(os, b, "ws/kernel.cuh", "Sm90WsConfig", "sm90_svdq_ws", targs);
       break;
     }
     case Program::DequantFp16:

@@ -115,7 +115,7 @@ int a16_rows_per_cta(const Build& b);
 const Build& dequant_fp16_for(const Build& gemm);
 // Bytes of such an FP16 copy of `rows` x K.
 int64_t fp16_copy_bytes(int64_t rows, int64_t k);
-// The persistent sm90_svdq_ws builds' tile order (kernels/sm90/sm90_svdq_ws.cuh, set_tile): the column tile of tile
+// The persistent sm90_svdq_ws builds' tile order (kernels/sm90/ws/cta.cuh, set_tile): the column tile of tile
 // t of a tiles_m x tiles_n grid of output tiles in raster groups of `raster` row tiles (0: row-major).
 int ws_tile_col(int t, int tiles_m, int tiles_n, int raster);
 // How many leading column tiles the first `ctas` tiles of that order read (FUSE_B: the copy launch writes those
