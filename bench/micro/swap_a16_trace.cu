@@ -71,16 +71,14 @@ extern "C" __global__ void __launch_bounds__(256) copy_a(const DequantParams p) 
       name(const __grid_constant__ Sm90WsParams p) {                                                  \
     sm90_svdq_swap_a16<__VA_ARGS__>(p);                                                               \
   }
-// BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP
-// The registry's sm90_a16_bm72_s8_f_dq8_g4_p4_x2 and _s16_t4_dq8_g4_p4_x2, the former sm90_a16_bm72_s8_t8_dq8_g4_p4
-// (deleted as unrouted), and forms measured slower (docs/lab/results/2026-12-01_h200_small_m_trace.md).
-KERNEL(s8_t8_g4_p4, 72, 8, false, 8, 8, 1, 4, 4)
-KERNEL(s8_f_g4_p4_x2, 72, 8, false, 8, 8, 1, 4, 4, 2, true)
-KERNEL(s12_t8_g4_p4_x2, 72, 12, false, 8, 8, 1, 4, 4, 2)
-KERNEL(s16_t4_g4_p4_x2, 72, 16, false, 8, 4, 1, 4, 4, 2)
-KERNEL(s10_f_g2_p4_x2, 72, 10, false, 8, 10, 1, 4, 2, 2, true)
-KERNEL(s14_t6_g2_p4_x2, 72, 14, false, 8, 6, 1, 4, 2, 2)
-KERNEL(bm24_s16_t4_g4_p4_x2, 24, 16, false, 8, 4, 1, 4, 4, 2)  // the registry's 24-row build (104 registers)
+// BM, STAGES, B_REGS, DQW, TSTAGES, FUSED
+// The registry's sm90_a16_bm72_s8_f_dq8_g4_p4_x2 and _s16_t4_dq8_g4_p4_x2, and a 12-slot ring with 8 FP16 tiles.
+// (Measured slower, and no forms of the program now: one K tile per consumer step, the former
+// sm90_a16_bm72_s8_t8_dq8_g4_p4; 2 teams of 4 warps; docs/lab/results/2026-12-01_h200_small_m_trace.md.)
+KERNEL(s8_f_g4_p4_x2, 72, 8, false, 8, 8, true)
+KERNEL(s12_t8_g4_p4_x2, 72, 12, false, 8, 8)
+KERNEL(s16_t4_g4_p4_x2, 72, 16, false, 8, 4)
+KERNEL(bm24_s16_t4_g4_p4_x2, 24, 16, false, 8, 4)  // the registry's 24-row build (104 registers)
 
 template <typename Kern>
 static void run(const char* label, Kern kern, int smem, int threads, long long K, void* flush, bool with_copy = false,
@@ -231,27 +229,24 @@ static void run(const char* label, Kern kern, int smem, int threads, long long K
 
 #define RUN(k, K, ...)                                                                                      \
   run(#k, k, Sm90SwapA16Config<__VA_ARGS__>::kSmem, Sm90SwapA16Config<__VA_ARGS__>::kThreads, K, flush)
-#define RUN_COPY(k, K, M, carveout, pdl, ...)                                                               \
-  run(#k, k, Sm90SwapA16Config<__VA_ARGS__>::kSmem, Sm90SwapA16Config<__VA_ARGS__>::kThreads, K, flush, true, \
-      carveout, pdl, M, Sm90SwapA16Config<__VA_ARGS__>::kAHalf)
+#define RUN_COPY(k, K, M, carveout, pdl, bm, ...)                                                                 \
+  run(#k, k, Sm90SwapA16Config<bm, __VA_ARGS__>::kSmem, Sm90SwapA16Config<bm, __VA_ARGS__>::kThreads, K, flush, true, \
+      carveout, pdl, M, bm)
 
 int main() {
   void* flush;
   check(cudaMalloc(&flush, 256u << 20), "malloc");
   for (long long K : {3072LL, 12288LL}) {
-    RUN(s8_t8_g4_p4, K, 72, 8, false, 8, 8, 1, 4, 4);
-    RUN(s8_f_g4_p4_x2, K, 72, 8, false, 8, 8, 1, 4, 4, 2, true);
-    RUN(s12_t8_g4_p4_x2, K, 72, 12, false, 8, 8, 1, 4, 4, 2);
-    RUN(s16_t4_g4_p4_x2, K, 72, 16, false, 8, 4, 1, 4, 4, 2);
-    RUN(s10_f_g2_p4_x2, K, 72, 10, false, 8, 10, 1, 4, 2, 2, true);
-    RUN(s14_t6_g2_p4_x2, K, 72, 14, false, 8, 6, 1, 4, 2, 2);
+    RUN(s8_f_g4_p4_x2, K, 72, 8, false, 8, 8, true);
+    RUN(s12_t8_g4_p4_x2, K, 72, 12, false, 8, 8);
+    RUN(s16_t4_g4_p4_x2, K, 72, 16, false, 8, 4);
   }
   for (long long K : {3072LL, 12288LL}) {
-    RUN_COPY(s16_t4_g4_p4_x2, K, 129, -1, true, 72, 16, false, 8, 4, 1, 4, 4, 2);
-    RUN_COPY(s16_t4_g4_p4_x2, K, 129, 100, true, 72, 16, false, 8, 4, 1, 4, 4, 2);
-    RUN_COPY(s16_t4_g4_p4_x2, K, 129, -1, false, 72, 16, false, 8, 4, 1, 4, 4, 2);
+    RUN_COPY(s16_t4_g4_p4_x2, K, 129, -1, true, 72, 16, false, 8, 4);
+    RUN_COPY(s16_t4_g4_p4_x2, K, 129, 100, true, 72, 16, false, 8, 4);
+    RUN_COPY(s16_t4_g4_p4_x2, K, 129, -1, false, 72, 16, false, 8, 4);
   }
   // The 24-row build at M = 16 (its CTAs leave room in the register file for copy CTAs; the carveout decides).
-  for (int carveout : {-1, 100}) RUN_COPY(bm24_s16_t4_g4_p4_x2, 3072LL, 16, carveout, true, 24, 16, false, 8, 4, 1, 4, 4, 2);
+  for (int carveout : {-1, 100}) RUN_COPY(bm24_s16_t4_g4_p4_x2, 3072LL, 16, carveout, true, 24, 16, false, 8, 4);
   return 0;
 }

@@ -1,59 +1,42 @@
 // sm_90a swap-AB NVFP4 SVDQuant GEMM for small M on FP16 activations: the activations are the wgmma N side (BM
 // rows), read from shared memory as FP16 tiles that the preceding launch (kernels/quantize/smxx_dequant_fp16.cuh)
 // dequantized once for all output-column tiles (with 48 such tiles at N = 3072, dequantizing A inside every CTA
-// cost more than the weights); the 64 weight rows of a tile are the wgmma M side, dequantized by the consumer
-// warpgroup itself, so no other warps hand tiles over. 160 threads:
+// cost more than the weights); the 64 weight rows of a tile are the wgmma M side.
 //
 //   consumer (warps 0-3, one warpgroup): per K tile of 64, four k16 wgmma.m64nBMk16 (FP32 accumulators) in one
-//       commit group, while the next tile's B is dequantized:
-//         B_REGS: straight into RS A-fragment registers (rows ra, ra + 8 of each warp's 16; two buffers);
-//         else:   whole words (8 codes, one LOP3-based conversion for 8 values) into an FP16 tile in the 128-byte
-//                 swizzle (two buffers), fence.proxy.async + a warpgroup barrier, SS wgmma.
-//       Rank steps: l1 fragments from global memory, BF16 RS wgmma on d tiles. Epilogue: the transposed fragment.
-//   producer (warp 4, one lane): the loads of every tile as soon as its slot is free: the FP16 A tile (BM rows x 64,
-//       128-byte swizzle) and the packed B tile (64 rows x 32 bytes, 32-byte swizzle) by TMA, B's 512-byte scale
-//       block by a 1-D bulk copy; for a rank tile the d tile (BF16, 128-byte swizzle).
+//       commit group; rank steps: BF16 RS wgmma on d tiles; epilogue: the transposed fragment.
+//   producer (warp 4; with DQW = 8 warps 4-7; one lane each): the loads of every tile as soon as its slot is free:
+//       the FP16 A tile (BM rows x 64, 128-byte swizzle) and the packed B tile (64 rows x 32 bytes, 32-byte
+//       swizzle) by TMA, B's 512-byte scale block by a 1-D bulk copy; for a rank tile the d tile (BF16, 128-byte
+//       swizzle).
+//
+// DQW = 0 (160 threads): the consumer dequantizes B itself, so no other warps hand tiles over (the next tile's
+// while the current tile's wgmmas run):
+//   B_REGS: straight into RS A-fragment registers (rows ra, ra + 8 of each warp's 16; two buffers);
+//   else:   whole words (8 codes, one LOP3-based conversion for 8 values) into an FP16 tile in the 128-byte swizzle
+//           (two buffers), fence.proxy.async + a warpgroup barrier, SS wgmma.
+//   Its rank steps take the l1 fragments from global memory.
 //
 // K order and per-k16 product sets are those of the other programs (main K tiles of 64 in order, k16 steps in order,
 // (0,4,1,5,2,6,3,7) inside each group of 8, then the rank in k16 steps; a*b is b*a), so the results are bitwise
 // theirs. A K tail (K % 64 == 32) and rank columns beyond r are k16 steps of exact zeros (TMA zero fill, B scales
 // masked to 0); A rows beyond M are TMA zero fill.
 //
-// DQW > 0 (with !B_REGS): DQW more warps (after the producers) dequantize B into a TSTAGES-deep ring of FP16
-// tiles, every warp a 1/DQW share of every tile (16 / DQW words of one row per thread; with TEAMS, a 1/(DQW/TEAMS)
-// share of its team's tiles), running ahead of the consumer, which loads its RS fragments with ldmatrix (4 per K
-// tile) and issues RS wgmmas: one warp per scheduler dequantizing and
-// issuing left most cycles idle on its own dependent chains, and SS wgmma on tiles written by other warps needs a
-// proxy fence per tile (MEMBAR + FENCE.VIEW.ASYNC: the dequant warps' top stall, measured on the H200).
-//
-// TEAMS > 1: the dequant warps form TEAMS teams taking the K tiles in turn (tile it: team it % TEAMS), so TEAMS
-// tiles are dequantized at once instead of one after another (each tile's chain: wait for the slot, shared-memory
-// loads, conversion, stores, arrival). With 4 producer warps and 4 teams of 2 warps, 129 x 3072 x 3072 takes 18.0
-// instead of 20.8 us on the H200; the K loop still takes ~0.24 us per 64-wide tile (the tensor cores need 0.08).
-//
-// PRODUCERS > 1: that many producer warps (threads 128..), warp p issuing the loads of the slots it with
-// it % PRODUCERS == p. One thread's TMA copies complete one after another: on the H200 a ring fed by one thread
-// fills at most one slot per ~450-650 cycles for slots of 2-24 KB whatever its depth (4, 8, 16 or 48 slots), and
-// four threads feeding four rings fill one per ~170 (bench/micro/tma_ingest.cu,
-// docs/lab/results/2026-12-01_h200_tma_ingest.md); a 64-wide K tile of this program takes the tensor cores ~144.
-//
-// CLUSTER = 2 (with DQW): two CTAs of neighbouring output-column tiles (same activation rows) share the A (and d)
-// tiles: each loads half of the rows by TMA multicast into both, so the activations cross from L2 once per pair
-// (at N = 3072 every A tile is read by 48 CTAs, 70% of the kernel's L2 traffic). A slot is refilled only when the
-// consumers of both CTAs have released it (each arrives on both). Measured on the H200: no faster than CLUSTER = 1
-// (docs/lab/results/2026-12-01_h200_dq_warps_clusters.md; with 4 producers and 4 teams too, 2026-12-01_h200_small_m_trace.md).
-//
-// With DQW the consumer's path per K tile is a chain of latencies, not tensor-core work (a timeline of the pipeline,
-// bench/micro/swap_a16_trace.cu: ~80-100 cycles per barrier wait or arrival, ~150-300 for the fragment loads and the
-// wgmma issue, against 144 cycles of wgmma work per tile), so it is kept short: the consumer does not wait for the A
-// tile (the team waited for the slot's phase before arriving on the FP16 tile's barrier, which the consumer waits
-// for), one consumer warp (it % 4) releases a slot, and
-//   GROUP = 2: two K tiles per consumer step (8 ldmatrix, 8 wgmmas in one commit group, one wait for the previous
-//       step); an odd last tile runs alone.
-//   FUSED: FP16 tile s is freed with slot s (TSTAGES == STAGES): the team's data wait means its tile is free, and
-//       the consumer makes no arrival for the tile.
-// Epilogue: the BF16 tile staged in ring slot 0 and written by one TMA store (Sm90WsParams::tma_out), ~950 instead
-// of ~3 000 cycles per CTA for 4 BM scattered 2-byte global stores per thread.
+// DQW = 8 (!B_REGS, 512 threads): 8 more warps dequantize B into a TSTAGES-deep ring of FP16 tiles, running ahead
+// of the consumer, which loads its RS fragments with ldmatrix (4 per K tile) and issues RS wgmmas: one warp per
+// scheduler dequantizing and issuing left most cycles idle on its own dependent chains, and SS wgmma on tiles
+// written by other warps needs a proxy fence per tile (MEMBAR + FENCE.VIEW.ASYNC: the dequant warps' top stall,
+// measured on the H200). They form 4 teams of 2 taking the K tiles in turn (tile it: team it % 4; a thread per B
+// row), so 4 tiles are dequantized at once instead of one after another (each tile's chain: wait for the slot,
+// shared-memory loads, conversion, stores, arrival): 129 x 3072 x 3072 takes 18.0 instead of 20.8 us on the H200;
+// the K loop still takes ~0.24 us per 64-wide tile (the tensor cores need 0.08). The 4 producer warps take the
+// slots in turn (warp p those it with it % 4 == p): one thread's TMA copies complete one after another (on the H200
+// a ring fed by one thread fills at most one slot per ~450-650 cycles for slots of 2-24 KB whatever its depth, four
+// threads feeding four rings one per ~170: bench/micro/tma_ingest.cu, docs/lab/results/2026-12-01_h200_tma_ingest.md;
+// a K tile takes the tensor cores ~144). The consumer's path per K tile is then a chain of latencies, not
+// tensor-core work (bench/micro/swap_a16_trace.cu: ~80-100 cycles per barrier wait or arrival, ~150-300 for the
+// fragment loads and the wgmma issue), so it is kept short: no wait for the A tile, one consumer warp releasing a
+// slot, two K tiles per step, and with FUSED no arrival for the FP16 tile (each below).
 #pragma once
 #include "common/sm90_async.cuh"
 #include "common/sm90_ws_parts.cuh"
@@ -61,16 +44,17 @@
 
 namespace svdq_k {
 
-template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
+// TSTAGES and FUSED: forms of the dequant warps' tile ring (DQW = 8).
+template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, bool FUSED = false>
 struct Sm90SwapA16Config {
-  static constexpr int kBN = 64;                      // B rows (output columns) per CTA: the wgmma M side
-  static constexpr int kDq0 = 128 + 32 * PRODUCERS;   // first dequant thread
-  static constexpr int kThreads = kDq0 + 32 * DQW;    // 1 consumer warpgroup + the producer warps (+ dequant warps)
-  // A rows each CTA of the cluster loads (a multiple of 8: every half starts 1024-byte aligned, as the swizzle wants).
-  static constexpr int kAHalf = CLUSTER == 2 ? (BM / 2 + 7) / 8 * 8 : BM;
-  static constexpr int kATile = CLUSTER * kAHalf * 128;  // FP16 A / BF16 d tile: >= BM rows x 64 K, 128-byte swizzle
-  static constexpr int kOffPackB = kATile;            // packed B codes: 64 rows x 32 bytes
+  static constexpr int kBN = 64;                       // B rows (output columns) per CTA: the wgmma M side
+  static constexpr int kProducers = DQW > 0 ? 4 : 1;   // producer warps, taking the slots in turn
+  static constexpr int kTeams = 4, kTeamWarps = 2;     // dequant teams (K tiles in turn), warps writing one tile
+  static constexpr int kGroup = DQW > 0 ? 2 : 1;       // K tiles per consumer step
+  static constexpr int kDq0 = 128 + 32 * kProducers;   // first dequant thread
+  static constexpr int kThreads = kDq0 + 32 * DQW;     // 1 consumer warpgroup + the producer warps (+ dequant warps)
+  static constexpr int kATile = BM * 128;              // FP16 A / BF16 d tile: BM rows x 64 K, 128-byte swizzle
+  static constexpr int kOffPackB = kATile;             // packed B codes: 64 rows x 32 bytes
   static constexpr int kOffSfB = kOffPackB + kBN * 32;  // B's 512-byte scale block (128 rows; this tile is half)
   static constexpr int kStage = (kOffSfB + 512 + 1023) / 1024 * 1024;
   static constexpr int kBTile = kBN * 128;  // !B_REGS: FP16 B tile, 64 rows x 64 K (after the ring)
@@ -79,44 +63,25 @@ struct Sm90SwapA16Config {
   static constexpr int kOffBars = kOffBTiles + kBTiles * kBTile;
   static constexpr int kBars = 2 * STAGES + (DQW > 0 ? 2 * TSTAGES : 0);  // (+ the FP16 tiles' full/empty pairs)
   static constexpr int kSmem = kOffBars + kBars * 8 + 1024;  // + slack for 1024-byte alignment
-  static constexpr int kTeamWarps = DQW / TEAMS;                          // dequant warps writing one tile
-  static constexpr int kWordsPerThread = DQW > 0 ? 16 / kTeamWarps : 8;  // of the tile's 64 rows x 8 words
+  // (A multiple of 8: the 128-byte-swizzled tiles after an A tile stay 1024-byte aligned.)
   static_assert(BM % 8 == 0 && BM >= 8 && BM <= 256, "sm90 swap-A16: BM must be a multiple of 8 in [8, 256]");
-  static_assert(kATile % 1024 == 0, "sm90 swap-A16: 128-byte-swizzled tiles need 1024-byte alignment");
   static_assert(STAGES >= 3, "sm90 swap-A16: a slot is released one tile after its wgmmas were issued");
-  static_assert(DQW == 0 || (!B_REGS && (DQW == 2 || DQW == 4 || DQW == 8) && TSTAGES >= 2),
-                "sm90 swap-A16: dequant warps (2, 4 or 8) write FP16 tiles for the consumer, at least two of them");
-  // Teams take the K tiles in turn, each on ring slots of its own (STAGES and TSTAGES multiples of TEAMS), so no
-  // warp ever waits on a barrier two phases ahead of it.
-  static_assert(TEAMS == 1 || (DQW % TEAMS == 0 && (kTeamWarps == 2 || kTeamWarps == 4) && STAGES % TEAMS == 0 &&
-                               TSTAGES % TEAMS == 0),
-                "sm90 swap-A16: dequant teams of 2 or 4 warps, STAGES and TSTAGES multiples of TEAMS");
-  static_assert(CLUSTER == 1 || (CLUSTER == 2 && DQW > 0), "sm90 swap-A16: clusters of 2, with dequant warps");
-  static_assert(PRODUCERS >= 1 && PRODUCERS <= STAGES, "sm90 swap-A16: 1 to STAGES producer warps");
-  // GROUP K tiles per consumer step (two fragment buffers of GROUP tiles each, so 4 GROUP tiles may be held).
-  // (Measured slower: pairs on B_REGS fragments, the consumer dequantizing: 19.6 vs 14.7 us at 129 x 3072 x 3072,
-  // docs/lab/results/2026-12-01_h200_small_m_trace.md. The routed pairs form runs at the shared-memory limit, ncu; no
-  // faster: three fragment buffers, PAIRS-order B_REGS pairs, the consumer converting half of each tile;
-  // docs/lab/results/2026-12-03_h200_small_m_smem.md.)
-  static_assert(GROUP == 1 || (GROUP == 2 && DQW > 0 && STAGES >= 4 * GROUP && TSTAGES >= 2 * GROUP),
-                "sm90 swap-A16: groups of 2 K tiles per consumer step with dequant warps, STAGES >= 8, TSTAGES >= 4");
-  // With dequant warps one consumer warp arrives on a slot's empty barrier: each slot is released after its commit
-  // group of wgmmas retired, which means all four warps had issued them (their fragments loaded from its tile).
-  static constexpr bool kOneReleaser = DQW > 0;
+  // Teams take the K tiles in turn, each on ring slots of its own (STAGES and TSTAGES multiples of 4), so no warp
+  // ever waits on a barrier two phases ahead of it; two fragment buffers of two tiles each, so 4 tiles may be held.
+  // (Two tiles per step on the consumer's own RS fragments measured slower: 19.6 us against this form's 14.7 at
+  // 129 x 3072 x 3072, docs/lab/results/2026-12-01_h200_small_m_trace.md, 2026-12-03_h200_small_m_smem.md.)
+  static_assert(DQW == 0 || (DQW == 8 && !B_REGS && STAGES % 4 == 0 && STAGES >= 8 && TSTAGES % 4 == 0),
+                "sm90 swap-A16: 8 dequant warps for FP16 tiles; STAGES >= 8 and TSTAGES multiples of 4");
   // FUSED: FP16 tile s belongs to slot s (TSTAGES == STAGES) and is freed with it, so a team's wait for the slot's
   // data also means its tile is free and the consumer's fragment loads need no arrival of their own: per K tile the
   // consumer waits once (for the FP16 tile, which also means its A tile has landed) and one warp arrives once.
-  static_assert(!FUSED || (DQW > 0 && TSTAGES == STAGES && CLUSTER == 1),
-                "sm90 swap-A16: the fused ring needs dequant warps, TSTAGES == STAGES, no clusters");
-  // LEAN: the dequant warps take their scales by the hardware E4M3 conversion, applied through HMUL2's operand
-  // selectors (e4m3x2_half2_x128, sm90_ws_parts.cuh): the same FP16 values, fewer instructions per tile.
-  static_assert(!LEAN || DQW > 0, "sm90 swap-A16: LEAN is a form of the dequant warps");
+  static_assert(!FUSED || (DQW > 0 && TSTAGES == STAGES),
+                "sm90 swap-A16: the fused ring needs dequant warps, TSTAGES == STAGES");
 };
 
-template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, int CLUSTER = 1, int PRODUCERS = 1,
-          int TEAMS = 1, int GROUP = 1, bool FUSED = false, bool LEAN = false>
+template <int BM, int STAGES, bool B_REGS, int DQW = 0, int TSTAGES = 2, bool FUSED = false>
 SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
-  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, CLUSTER, PRODUCERS, TEAMS, GROUP, FUSED, LEAN>;
+  using C = Sm90SwapA16Config<BM, STAGES, B_REGS, DQW, TSTAGES, FUSED>;
   constexpr int kAcc = BM / 2;
   const MmParams& p = P.mm;
   extern __shared__ __align__(1024) u8 smem[];
@@ -132,8 +97,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full + 8 * s, 1);
-      // Every consumer warp (of every CTA the slot's A tile goes to); with dequant warps one warp per CTA (below).
-      mbar_init(empty + 8 * s, (C::kOneReleaser ? 1 : 4) * CLUSTER);
+      mbar_init(empty + 8 * s, DQW > 0 ? 1 : 4);  // every consumer warp; with dequant warps one (below)
     }
     if constexpr (DQW > 0) {
       for (int s = 0; s < TSTAGES; ++s) {
@@ -143,50 +107,34 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     }
     mbar_init_fence();
   }
-  const u32 crank = sync_after_barrier_init<CLUSTER>();
+  __syncthreads();
   SVDQ_TRACE(9, 0);
-  // Only the producer reads what the preceding launch (the FP16 copy of A) writes, so only it waits for that grid
-  // (programmatic dependent launch); everything else, the weights' first tiles included, may start before the copy
-  // has finished (in practice a CTA of the 72-row builds needs the whole register file and starts as the copy's CTAs
-  // leave its SM, see the producers).
 
   if constexpr (DQW > 0) {
-    if (tid >= C::kDq0) {  // dequant warps: words w0.. of B row drow of every main K tile
-      constexpr int kWords = C::kWordsPerThread;
-      const int team = (tid - C::kDq0) / (32 * C::kTeamWarps);  // tiles it % TEAMS == team
-      const int dt = (tid - C::kDq0) % (32 * C::kTeamWarps);  // thread in the team
-      const int drow = dt / (8 / kWords), w0 = (dt % (8 / kWords)) * kWords;
+    if (tid >= C::kDq0) {  // dequant warps: all 8 words of B row drow of their team's main K tiles
+      const int team = (tid - C::kDq0) / (32 * C::kTeamWarps);  // tiles it % 4 == team
+      const int drow = (tid - C::kDq0) % (32 * C::kTeamWarps);  // thread in the team: its B row
       const u32 d_ok = n0 + drow < p.n ? 0xFFFFFFFFu : 0u;
-      const u32 d_pk = packed_word_addr(C::kOffPackB, drow, w0);  // (kWords == 8: the whole row, load_packed_row)
       const u32 d_sf = C::kOffSfB + scale_word_offset((int)(n0 & 127) + drow);
-      for (int it = team; it < num_main; it += TEAMS) {
+      for (int it = team; it < num_main; it += C::kTeams) {
         const int s = it % STAGES, ts = it % TSTAGES;
         const u32 slot = ring + s * C::kStage;
         const u32 mask = it == num_main - 1 ? tail_mask : 0xFFFFFFFFu;
         mbar_wait(full + 8 * s, (it / STAGES) & 1);
         SVDQ_TRACE(2, it);
-        u32 q[kWords];
-        if constexpr (kWords == 8) load_packed_row(slot + C::kOffPackB, drow, q);
-        else if constexpr (kWords == 4) ld_shared_16(slot + d_pk, q[0], q[1], q[2], q[3]);
-        else ld_shared_8(slot + d_pk, q[0], q[1]);
-        const u32 sw = (ld_shared_u32(slot + d_sf) & (d_ok & mask)) >> (4 * w0);  // from group w0 / 2, low byte
-        u32 sh[4];  // LEAN: sh[0], sh[1] = the scale pairs of groups (0, 1), (2, 3); else one broadcast per group
-        if constexpr (LEAN) {
-          sh[0] = e4m3x2_half2_x128(sw);
-          sh[1] = e4m3x2_half2_x128(sw >> 16);
-        } else {
-          scale4_half2_x128(sw, sh);
-        }
+        u32 q[8];
+        load_packed_row(slot + C::kOffPackB, drow, q);
+        const u32 sw = ld_shared_u32(slot + d_sf) & (d_ok & mask);
+        u32 sh[4];  // one broadcast per group
+        scale4_half2_x128(sw, sh);
         const u32 tile = ring + C::kOffBTiles + ts * C::kBTile;
         if constexpr (!FUSED) mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);  // (FUSED: slot s refilled)
         SVDQ_TRACE(3, it);
 #pragma unroll
-        for (int w = 0; w < kWords; ++w) {
+        for (int w = 0; w < 8; ++w) {
           u32 o[4];
-          if constexpr (!LEAN) dequant8_f16(q[w], sh[w >> 1], o);
-          else if ((w >> 1) & 1) dequant8_f16_by_hi(q[w], sh[w >> 2], o);  // group w / 2: pair w / 4, its half
-          else dequant8_f16_by_lo(q[w], sh[w >> 2], o);
-          st_shared_16(tile + drow * 128 + (((w0 + w) ^ (drow & 7)) << 4), o[0], o[1], o[2], o[3]);
+          dequant8_f16(q[w], sh[w >> 1], o);
+          st_shared_16(tile + drow * 128 + ((w ^ (drow & 7)) << 4), o[0], o[1], o[2], o[3]);
         }
         __syncwarp();  // the warp's tile writes, before lane 0's arrival (release) publishes them to ldmatrix
         SVDQ_TRACE(4, it);
@@ -196,65 +144,54 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       // ring, so the consumer's rank steps read their fragments like the main tiles' (one arrival per warp: dequant
       // thread 0's arrive_expect_tx is its warp's).
       for (int it = num_main; it < total; ++it) {
-        if (it % TEAMS != team) continue;
+        if (it % C::kTeams != team) continue;
         const int ts = it % TSTAGES;
         const u32 tile = ring + C::kOffBTiles + ts * C::kBTile, bar = full_t + 8 * ts;
         // (FUSED: tile ts is slot ts's. Slot ts's previous tile, it - STAGES, was this team's too (STAGES is a
-        // multiple of TEAMS), and its data wait means the release before that completed: one phase behind at most.)
+        // multiple of 4), and its data wait means the release before that completed: one phase behind at most.)
         if constexpr (FUSED) mbar_wait(empty + 8 * ts, ((it / STAGES) & 1) ^ 1);
         else mbar_wait(empty_t + 8 * ts, ((it / TSTAGES) & 1) ^ 1);
-        if (dt == 0) {
+        if (drow == 0) {
           mbar_arrive_expect_tx(bar, C::kBTile);
           tma_load_2d(tile, &P.tma_l1, 64 * (it - num_main), (int)n0, bar);
         } else if (lane == 0) {
           mbar_arrive(bar);
         }
       }
-      if constexpr (CLUSTER > 1) cluster_arrive();  // the final cluster barrier (see the consumer's end)
       return;
     }
   }
   if (tid >= 128) {  // producers
-    const int pw = (tid - 128) >> 5;  // producer warp: slots it % PRODUCERS == pw
+    const int pw = (tid - 128) >> 5;  // producer warp: slots it % kProducers == pw
     if (lane == 0) {
       tma_prefetch_desc(&P.tma_a);  // (the rank steps' maps after the first loads)
       tma_prefetch_desc(&P.tma_b);
       SVDQ_TRACE(9, 4);
       const i64 sf_ktiles = (p.k / 16 + 3) / 4;  // 512-byte scale blocks per 128-row block
-      // A column-tile past N (the grid rounded up to whole clusters) loads zeros for B (TMA fill) and no scales.
-      const bool n_ok = CLUSTER == 1 || n0 < p.n;
-      auto wait_slot = [&](int it) {
+      auto wait_slot = [&](int it) { mbar_wait(empty + 8 * (it % STAGES), ((it / STAGES) & 1) ^ 1); };
+      auto load_a = [&](const TmaDesc* map, int c0, int it) {  // the A (or d) tile of slot `it`
         const int s = it % STAGES;
-        mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
-      };
-      // The A (or d) tile of slot `it`: this CTA's rows of it, multicast to the cluster.
-      auto load_a = [&](const TmaDesc* map, int c0, int it) {
-        const int s = it % STAGES;
-        const u32 slot = ring + s * C::kStage, bar = full + 8 * s;
-        if constexpr (CLUSTER > 1)
-          tma_load_2d_multicast(slot + crank * (C::kAHalf * 128), map, c0, (int)m0 + (int)crank * C::kAHalf, bar,
-                                (u16)((1u << CLUSTER) - 1));
-        else
-          tma_load_2d(slot, map, c0, (int)m0, bar);
+        tma_load_2d(ring + s * C::kStage, map, c0, (int)m0, full + 8 * s);
       };
       auto load_b = [&](int it) {  // the weights of main tile `it` (the slot is free; its A tile follows)
         const int s = it % STAGES;
         const u32 slot = ring + s * C::kStage, bar = full + 8 * s;
         wait_slot(it);
         SVDQ_TRACE(0, it);
-        mbar_arrive_expect_tx(bar, C::kATile + C::kBN * 32 + (n_ok ? 512 : 0));
+        mbar_arrive_expect_tx(bar, C::kATile + C::kBN * 32 + 512);
         tma_load_2d(slot + C::kOffPackB, &P.tma_b, 32 * it, (int)n0, bar);
-        if (n_ok) bulk_load(slot + C::kOffSfB, p.b_sf + ((n0 >> 7) * sf_ktiles + it) * 512, 512, bar);
+        bulk_load(slot + C::kOffSfB, p.b_sf + ((n0 >> 7) * sf_ktiles + it) * 512, 512, bar);
       };
-      // Only each producer's first slot's weights go before the wait for the copy of A: a CTA of this program takes
-      // the whole register file, so it starts only once the copy's CTAs have left its SM (around the copy's end,
-      // on the H200's global timer, bench/micro/swap_a16_trace.cu), and the first A tile, issued behind
-      // STAGES / PRODUCERS weight loads per producer, was the CTA's first tile to complete (~1.9 us to the first
-      // wgmma after it).
-      const int early = num_main < PRODUCERS ? num_main : PRODUCERS;
-      for (int it = pw; it < early; it += PRODUCERS) load_b(it);
+      // Only the producers read what the preceding launch (the FP16 copy of A) writes, so only they wait for that
+      // grid (programmatic dependent launch), and only each producer's first slot's weights go before the wait: a
+      // CTA of this program takes the whole register file, so it starts only once the copy's CTAs have left its SM
+      // (around the copy's end, on the H200's global timer, bench/micro/swap_a16_trace.cu), and the first A tile,
+      // issued behind STAGES / kProducers weight loads per producer, was the CTA's first tile to complete (~1.9 us
+      // to the first wgmma after it).
+      const int early = num_main < C::kProducers ? num_main : C::kProducers;
+      for (int it = pw; it < early; it += C::kProducers) load_b(it);
       pdl_wait_prior_grid();
-      for (int it = pw; it < total; it += PRODUCERS) {
+      for (int it = pw; it < total; it += C::kProducers) {
         if (it < num_main) {
           if (it >= early) load_b(it);
           load_a(&P.tma_a, 64 * it, it);
@@ -270,7 +207,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
         }
       }
     }
-    if constexpr (CLUSTER > 1) cluster_arrive();  // the final cluster barrier (see the consumer's end)
     return;
   }
 
@@ -293,15 +229,12 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   auto release = [&](int it) {
     SVDQ_TRACE(8, it);
     __syncwarp();
-    if (lane == 0 && (!C::kOneReleaser || (tid >> 5) == (it & 3))) {
-      mbar_arrive(empty + 8 * (it % STAGES));
-      if constexpr (CLUSTER > 1) mbar_arrive_cluster(empty + 8 * (it % STAGES), crank ^ 1u);  // the peer's copy of A
-    }
+    if (lane == 0 && (DQW == 0 || (tid >> 5) == (it & 3))) mbar_arrive(empty + 8 * (it % STAGES));
   };
   // Two B buffers (fragment registers, or FP16 tiles): while the four k16 wgmmas of tile it (one commit group) run
   // on the tensor cores from one, the warps wait for tile it+1's slot and fill the other (the wait<1> before that
   // retires tile it-1, the last reader of that buffer and of its slot, which is then released).
-  u32 fa[16 * GROUP], fb[16 * GROUP];
+  u32 fa[16 * C::kGroup], fb[16 * C::kGroup];
   // !B_REGS: thread t dequantizes words 4h..4h+3 (K groups 2h, 2h+1) of B row t / 2, h = t % 2.
   const int wrow = tid >> 1, wh = tid & 1;
   const u32 w_ok = n0 + wrow < p.n ? 0xFFFFFFFFu : 0u;
@@ -404,16 +337,13 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     release_t(it);
   };
 
-  if constexpr (GROUP > 1) {
+  if constexpr (DQW > 0) {
     // Two K tiles per consumer step: one wait for the previous step, 8 LDSM, 8 wgmmas in one commit group, so the
     // step's fixed latencies (barrier waits, fragment loads, warpgroup arrival; ~450 cycles per step measured on
     // the H200 by bench/micro/swap_a16_trace.cu, against 144 of tensor-core work per tile) are paid once per two
     // tiles. An odd last tile runs alone after the pairs.
     const int pairs = num_main / 2;
-    auto load_pair = [&](int st, u32* f) {
-      load_frags(2 * st, f);
-      load_frags(2 * st + 1, f + 16);
-    };
+    auto load_pair = [&](int st, u32* f) { load_frags(2 * st, f); load_frags(2 * st + 1, f + 16); };
     auto issue_pair = [&](int st, const u32* f) {
       const int it = 2 * st;
       SVDQ_TRACE(6, it);
@@ -425,10 +355,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       release_t(it);
       release_t(it + 1);
     };
-    auto release_pair = [&](int st) {
-      release(2 * st);
-      release(2 * st + 1);
-    };
+    auto release_pair = [&](int st) { release(2 * st); release(2 * st + 1); };
     if (pairs > 0) {
       double_buffered_k_loop<BM>(pairs, acc, fa, fb, load_pair, issue_pair, release_pair);
       wgmma_wait_acc<BM, 0>(acc);
@@ -441,8 +368,7 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
       release(num_main - 1);
     }
   } else {
-    if constexpr (DQW > 0) double_buffered_k_loop<BM>(num_main, acc, fa, fb, load_frags, issue_rs, release);
-    else double_buffered_k_loop<BM>(num_main, acc, fa, fb, build, issue, release);
+    double_buffered_k_loop<BM>(num_main, acc, fa, fb, build, issue, release);
     wgmma_wait_acc<BM, 0>(acc);
     release(num_main - 1);
   }
@@ -472,8 +398,9 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
   SVDQ_TRACE(9, 3);
 
   // The output tile through shared memory (ring slot 0: every load has landed and been read, every wgmma has
-  // retired) and one TMA store, instead of 4 BM scattered 2-byte global stores per thread (~3 000 cycles on the
-  // H200, bench/micro/swap_a16_trace.cu). Rows past M and columns past N are clipped by the tensor map.
+  // retired) and one TMA store (Sm90WsParams::tma_out), ~950 cycles per CTA instead of ~3 000 for 4 BM scattered
+  // 2-byte global stores per thread (bench/micro/swap_a16_trace.cu). Rows past M and columns past N are clipped by
+  // the tensor map.
   stage_acc_tile_t<BM>(ring, alpha, bias2, p.bias != nullptr, ra, 2 * c, acc);
   fence_proxy_async_shared();  // this thread's tile writes, before the TMA store (async proxy) reads them
   named_barrier_sync(2, 128);
@@ -482,7 +409,6 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     bulk_store_commit_and_wait_read();  // the source stays allocated until the CTA exits
   }
   SVDQ_TRACE(9, 2);
-  if constexpr (CLUSTER > 1) cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 }
 
 }  // namespace svdq_k

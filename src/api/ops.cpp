@@ -191,15 +191,15 @@ void launch_mm(const api::MmDims& dm, const void* a, const void* b, const void* 
       wp.mm = p;
       wp.raster = raster;
       const uint32_t bn = static_cast<uint32_t>(build.bn);
-      const uint32_t bm = static_cast<uint32_t>(registry::a16_rows_per_cta(build));  // rows per A / d TMA box
+      const uint32_t bm = static_cast<uint32_t>(build.bm);  // rows per A, d and output TMA box
       jit::encode_tma_2d(&wp.tma_a, a16, 2, k, static_cast<uint64_t>(km.m), k * 2, 64, bm, 128);
       jit::encode_tma_2d(&wp.tma_b, b, 1, kb, static_cast<uint64_t>(km.n), kb, 32, bn, 32);
       jit::encode_tma_2d(&wp.tma_d, d, 2, rank, static_cast<uint64_t>(km.m), rank * 2, 64, bm, 128);
       jit::encode_tma_2d(&wp.tma_l1, l1, 2, rank, static_cast<uint64_t>(km.n), rank * 2, 64, bn, 128);  // dequant-warp builds
-      // The epilogue's TMA store of each CTA's whole BM x 64 output tile (with clusters too; N % 32 == 0 and
-      // 16-byte aligned tensors: validated).
+      // The epilogue's TMA store of each CTA's whole BM x 64 output tile (N % 32 == 0 and 16-byte aligned tensors:
+      // validated).
       jit::encode_tma_2d(&wp.tma_out, out, 2, static_cast<uint64_t>(km.n), static_cast<uint64_t>(km.m), static_cast<uint64_t>(km.n) * 2,
-                         64, static_cast<uint32_t>(build.bm), 128);
+                         64, bm, 128);
       return wp;
     });
     return;

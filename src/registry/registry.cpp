@@ -108,9 +108,10 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, bool pairs
 }
 
 // Mirrors Sm90SwapA16Config in kernels/sm90/sm90_svdq_swap_a16.cuh (the rendered unit static_asserts the size).
+// dq_warps = 8: 4 producer warps and 8 dequant warps writing a ring of `tstages` FP16 tiles (fused: freed with
+// their slots).
 Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int dq_warps = 0, int tstages = 2,
-                    int cluster = 1, int producers = 1, int teams = 1, int group = 1, bool fused = false,
-                    bool lean = false) {
+                    bool fused = false) {
   Build b;
   b.id = id;
   b.program = Program::Sm90SwapA16;
@@ -121,16 +122,9 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
   b.stages = stages;
   b.tile_bufs = b_regs ? 0 : dq_warps > 0 ? tstages : 2;
   b.dq_warps = dq_warps;
-  b.cluster = cluster;
-  b.producers = producers;
-  b.teams = teams;  // dequant teams taking the K tiles in turn
-  b.team_warps = dq_warps / teams;
-  b.group = group;
   b.fused = fused;
-  b.lean = lean;
-  b.threads = 128 + 32 * producers + 32 * dq_warps;  // 1 consumer warpgroup, the producer warps (+ dequant warps)
-  const int64_t a_rows = int64_t(cluster) * a16_rows_per_cta(b);  // the A tile area of a slot
-  const int64_t stage = (a_rows * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
+  b.threads = 128 + 32 * (dq_warps > 0 ? 4 : 1) + 32 * dq_warps;  // 1 consumer warpgroup, producer (+ dequant) warps
+  const int64_t stage = (int64_t(bm) * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
   b.smem_bytes = stages * stage + b.tile_bufs * 64 * 128 + (2 * stages + (dq_warps > 0 ? 2 * tstages : 0)) * 8 + 1024;
   b.kernel_name = "svdq_" + id;
   return b;
@@ -195,9 +189,9 @@ std::vector<Build> make_builds() {
       sm90_ws("sm90_ws16_bn128_s8_b6", 128, 8, 6),
       // The dequant-team builds on FP16 A: the fused-ring form (the table's runner-up at M = 129), and the 16-slot
       // forms with 4 FP16 tiles and two K tiles per consumer step (routed: 72 rows within one wave, 24 rows always).
-      sm90_swap_a16("sm90_a16_bm72_s8_f_dq8_g4_p4_x2", 72, 8, false, 8, 8, 1, 4, 4, 2, true),
-      sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", 72, 16, false, 8, 4, 1, 4, 4, 2),
-      sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", 24, 16, false, 8, 4, 1, 4, 4, 2),
+      sm90_swap_a16("sm90_a16_bm72_s8_f_dq8_g4_p4_x2", 72, 8, false, 8, 8, true),
+      sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", 72, 16, false, 8, 4),
+      sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", 24, 16, false, 8, 4),
       decode("smxx_dec_m16_j1_w4_s8", 1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
       // The lean FP16-B forms with their consumers' fragments in the PAIRS order (half of one code word per quad
       // lane and K group: 3 instructions per fragment register instead of 4 before its multiply, 8 code-word loads
@@ -289,16 +283,15 @@ std::string Build::description() const {
       break;
     case Program::Sm90SwapA16:
       os << "sm_90a swap-AB wgmma GEMM for small M on FP16 A (dequantized by a launch before it), tile " << bm
-         << " rows x " << bn << " columns x 64, TMA + mbarrier ring of " << stages << " slots, "
-         << (producers > 1 ? std::to_string(producers) + " producer warps taking the slots in turn" : "a producer warp") << ", 1 "
-         << "consumer warpgroup ";
-      if (dq_warps > 0) os << "(RS wgmma on ldmatrix fragments) and " << dq_warps << " warps dequantizing B into a ring of " << tile_bufs << " FP16 tiles"
-                           << (teams > 1 ? " (" + std::to_string(teams) + " teams taking the K tiles in turn)" : "")
-                           << (fused ? " freed with their slots" : "")
-                           << (group > 1 ? ", " + std::to_string(group) + " K tiles per consumer step" : "") << ", ";
-      else os << "dequantizing B into " << (tile_bufs == 0 ? "RS fragments" : "2 FP16 tiles (SS wgmma)") << ", ";
-      if (cluster > 1) os << "clusters of " << cluster << " CTAs sharing the A tiles (TMA multicast), ";
-      if (lean) os << "lean dequantization (E4M3 scales by F2FP), ";
+         << " rows x " << bn << " columns x 64, TMA + mbarrier ring of " << stages << " slots, ";
+      if (dq_warps > 0)
+        os << "4 producer warps taking the slots in turn, 1 consumer warpgroup (RS wgmma on ldmatrix fragments) and "
+           << dq_warps << " warps dequantizing B into a ring of " << tile_bufs
+           << " FP16 tiles (4 teams taking the K tiles in turn)" << (fused ? " freed with their slots" : "")
+           << ", 2 K tiles per consumer step, ";
+      else
+        os << "a producer warp, 1 consumer warpgroup dequantizing B into "
+           << (tile_bufs == 0 ? "RS fragments" : "2 FP16 tiles (SS wgmma)") << ", ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
     case Program::SmxxDecode:
@@ -354,11 +347,9 @@ bool is_gemm(const Build& b) {
 
 bool is_sm90a_program(Program p) { return p == Program::Sm90Ws || p == Program::Sm90SwapA16; }
 
-int a16_rows_per_cta(const Build& b) { return b.cluster > 1 ? (b.bm / 2 + 7) / 8 * 8 : b.bm; }
-
 ClusterShape cluster_shape(const Build& b) {
   if (b.program == Program::Sm90Ws) return {1, b.cluster};  // row tiles share B
-  return {b.cluster, 1};                                     // column tiles share A
+  return {};  // the other programs: no clusters
 }
 
 bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16 || (b.program == Program::Sm90Ws && b.fp16_a); }
@@ -453,21 +444,11 @@ std::string render(const Build& b) {
          << (b.pairs ? ", true" : "") << ">(p);\n}\n";
       break;
     case Program::Sm90SwapA16: {
-      const char* b_regs = b.tile_bufs == 0 ? "true" : "false";
-      // Dequant-warp builds name two more template arguments; the others render as before (same content hash).
-      std::string targs = std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + b_regs +
-                                (b.dq_warps > 0 || b.cluster > 1 || b.producers > 1 || b.teams > 1
-                                     ? ", " + std::to_string(b.dq_warps) + ", " + std::to_string(b.dq_warps > 0 ? b.tile_bufs : 2)
-                                     : "") +
-                                (b.cluster > 1 || b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.cluster) : "") +
-                                (b.producers > 1 || b.teams > 1 ? ", " + std::to_string(b.producers) : "") +
-                                (b.teams > 1 || b.group > 1 || b.fused ? ", " + std::to_string(b.teams) : "") +
-                                (b.group > 1 || b.fused ? ", " + std::to_string(b.group) + (b.fused ? ", true" : ", false") : "");
-      if (b.lean)  // LEAN, the last argument: every one before it named
-        targs = std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + b_regs + ", " +
-                std::to_string(b.dq_warps) + ", " + std::to_string(b.tile_bufs) + ", " + std::to_string(b.cluster) +
-                ", " + std::to_string(b.producers) + ", " + std::to_string(b.teams) + ", " + std::to_string(b.group) +
-                (b.fused ? ", true" : ", false") + ", true";
+      // BM, STAGES, B_REGS; the dequant-warp builds DQW, TSTAGES and FUSED too.
+      std::string targs =
+          std::to_string(b.bm) + ", " + std::to_string(b.stages) + ", " + (b.tile_bufs == 0 ? "true" : "false");
+      if (b.dq_warps > 0)
+        targs += ", " + std::to_string(b.dq_warps) + ", " + std::to_string(b.tile_bufs) + (b.fused ? ", true" : ", false");
       render_sm90_unit(os, b, "sm90_svdq_swap_a16.cuh", "Sm90SwapA16Config", "sm90_svdq_swap_a16", targs);
       break;
     }

@@ -31,23 +31,18 @@ struct Build {
   // Sm90Ws: stages = packed FP4 slots, tile_bufs = FP16/BF16 B tiles.
   // Sm90SwapA16 (swap-AB on FP16 A): bm, bn = 64, stages = slots of (FP16 A tile, packed B tile, scales),
   // tile_bufs = 0: B dequantized into RS fragment registers, 2: into two FP16 B tiles (SS wgmma); with dq_warps:
-  // the depth of the dequant warps' FP16 tile ring.
+  // the depth of the dequant warps' FP16 tile ring (a multiple of 4: one share per team).
   // SmxxDecode: bm = activation rows per CTA (16 or 32), bn = weight rows per CTA (8 or 16 per warp: threads / 32
   // warps), stages = the depth of each warp's cp.async ring of 256-K weight slots.
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
-  int teams = 2, team_warps = 6;  // Sm90SwapA16 (sets both): dequant teams (taking K tiles in turn), warps per team
   int dq_wgs = 0;  // Sm90Ws: 0 = dequant warpgroup issues the loads, consumers share B; n >= 1 = n warpgroups of a
                    // producer warp and 4n - 1 warps dequantizing all of B
-  int dq_warps = 0;  // Sm90SwapA16: 0 = the consumer warpgroup dequantizes B; n = n warps writing FP16 B tiles for it
-  // CTAs per cluster sharing one operand by TMA multicast: Sm90SwapA16 (with dq_warps) along the grid's x (column
-  // tiles sharing A), Sm90Ws (fp16_b) along y (row tiles sharing B).
-  int cluster = 1;
-  // Sm90SwapA16: warps issuing the TMA loads, taking the slots in turn (it % producers): one thread's copies
-  // complete one after another (docs/lab/results/2026-12-01_h200_tma_ingest.md).
-  int producers = 1;
-  // Sm90SwapA16 (dq_warps): K tiles per consumer step (1 or 2), and the fused ring (tile_bufs == stages: FP16 tile s
-  // freed with slot s, one wait and one arrival per K tile on the consumer's path).
-  int group = 1;
+  // Sm90SwapA16: 0 = the consumer warpgroup dequantizes B (one producer warp); 8 = 8 warps in 4 teams taking the K
+  // tiles in turn write FP16 B tiles for it (4 producer warps taking the slots in turn, 2 K tiles per consumer step).
+  int dq_warps = 0;
+  int cluster = 1;  // Sm90Ws (fp16_b): CTAs per cluster along the grid's y (row tiles sharing B by TMA multicast)
+  // Sm90SwapA16 (dq_warps): the fused ring (tile_bufs == stages: FP16 tile s freed with slot s, one wait and one
+  // arrival per K tile on the consumer's path).
   bool fused = false;
   // Sm90Ws (fp16_b): 0 = the consumers dequantize A into RS fragments; n = warps 1-3 dequantize it into n FP16
   // tiles that the consumers read with ldmatrix.
@@ -57,8 +52,7 @@ struct Build {
   bool persistent = false;  // Sm90Ws (fp16_a): a grid of at most one CTA per SM looping over the tiles
   bool a_ss = false;  // Sm90Ws (a_tiles): the consumers read the A dequant teams' FP16 tiles by SS wgmma
   // Sm90Ws (dq_wgs >= 1, consumers or dequant warps dequantizing): scales by the hardware E4M3 conversion, one
-  // rotation per fragment pair, B descriptors computed once per tile; Sm90SwapA16 (dq_warps): the dequant warps'
-  // scales by that conversion (same values, fewer instructions).
+  // rotation per fragment pair, B descriptors computed once per tile.
   bool lean = false;
   // Sm90Ws (fp16_b, lean, persistent): the FP16 copy of B written inside the GEMM (warp 3 of every CTA converts its
   // share, warp 2 waits for a B tile's units before loading it) instead of by a launch before it.
@@ -108,9 +102,6 @@ struct ClusterShape {
   int x = 1, y = 1;
 };
 ClusterShape cluster_shape(const Build& b);
-// Sm90SwapA16: activation rows one CTA loads per A (or d) tile, its TMA box height: the tile's bm, or with clusters
-// of 2 a multiple-of-8 half (each half starts 1024-byte aligned); mirrors Sm90SwapA16Config::kAHalf.
-int a16_rows_per_cta(const Build& b);
 // The smxx_dequant_fp16 build writing the FP16 copies a GEMM build reads (the PAIRS order for its pairs builds).
 const Build& dequant_fp16_for(const Build& gemm);
 // Bytes of such an FP16 copy of `rows` x K.

@@ -343,38 +343,32 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
     }
     const reg::ClusterShape cl = reg::cluster_shape(b);
     EXPECT_EQ(cl.x * cl.y, b.cluster);
-    if (b.cluster > 1) {  // multicast builds: a16 with dequant warps (column pairs), ws16 (row pairs)
+    if (b.cluster > 1) {  // multicast builds: ws16 (row pairs sharing B)
       EXPECT_EQ(b.cluster, 2);
-      EXPECT_TRUE((b.program == reg::Program::Sm90SwapA16 && b.dq_warps > 0 && cl.x == 2) ||
-                  (b.program == reg::Program::Sm90Ws && b.fp16_b && cl.y == 2));
-    }
-    if (b.program == reg::Program::Sm90SwapA16) {  // each CTA's rows cover its share and start 1024-byte aligned
-      const int rows = reg::a16_rows_per_cta(b);
-      EXPECT_GE(rows * b.cluster, b.bm);
-      EXPECT_TRUE(b.cluster == 1 ? rows == b.bm : rows % 8 == 0);
+      EXPECT_TRUE(b.program == reg::Program::Sm90Ws && b.fp16_b && cl.y == 2);
     }
     if (b.program == reg::Program::Sm90SwapA16) {
       if (b.dq_warps == 0) {
         EXPECT_TRUE(b.tile_bufs == 0 || b.tile_bufs == 2);  // RS, or the consumer's two SS tiles
+        EXPECT_FALSE(b.fused);
+        EXPECT_EQ(b.threads, 160);  // the consumer warpgroup and one producer warp
       } else {
-        EXPECT_GE(b.tile_bufs, 2);  // the dequant warps' FP16 tile ring
+        // 8 dequant warps in 4 teams taking the K tiles in turn, each on ring slots of its own; two K tiles per
+        // consumer step; 4 producer warps.
+        EXPECT_EQ(b.dq_warps, 8);
+        EXPECT_EQ(b.tile_bufs % 4, 0);
+        EXPECT_EQ(b.stages % 4, 0);
+        EXPECT_GE(b.stages, 8);
+        EXPECT_TRUE(!b.fused || b.tile_bufs == b.stages);
+        EXPECT_EQ(b.threads, 128 + 32 * 4 + 32 * 8);
       }
-      EXPECT_EQ(b.threads, 128 + 32 * b.producers + 32 * b.dq_warps);
-      EXPECT_TRUE(b.producers >= 1 && b.producers <= b.stages);
-      EXPECT_GE(b.teams, 1);  // dequant teams taking tiles in turn: each on ring slots of its own
-      if (b.teams > 1) {
-        EXPECT_EQ(b.dq_warps % b.teams, 0);
-        EXPECT_EQ(b.stages % b.teams, 0);
-        EXPECT_EQ(b.tile_bufs % b.teams, 0);
-        EXPECT_EQ(b.team_warps * b.teams, b.dq_warps);
-      }
+      EXPECT_EQ(b.cluster, 1);
+      EXPECT_FALSE(b.lean);
     } else {
       EXPECT_EQ(b.dq_warps, 0);
+      EXPECT_FALSE(b.fused);
     }
-    // More producer warps (swap-A16 only); A dequant warps (warps 1-3 of the ws FP16-B layout, single CTA).
-    if (b.program != reg::Program::Sm90SwapA16) {
-      EXPECT_EQ(b.producers, 1);
-    }
+    // A dequant warps (warps 1-3 of the ws FP16-B layout, single CTA).
     EXPECT_TRUE(!b.a_ss || (b.a_tiles > 0 && !b.fp16_a));  // SS on the A dequant teams' tiles
     if (b.a_tiles > 0) {
       EXPECT_EQ(b.program, reg::Program::Sm90Ws);
@@ -406,10 +400,6 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
   }
   EXPECT_EQ(pairs_builds, 7);
   EXPECT_EQ(reg::fp16_copy_bytes(129, 3072), 129 * 3072 * 2);
-  reg::Build c2 = reg::build_by_id("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");  // in clusters of 2 (no such build now)
-  EXPECT_EQ(reg::a16_rows_per_cta(c2), 72);
-  c2.cluster = 2;
-  EXPECT_EQ(reg::a16_rows_per_cta(c2), 40);  // 40 + 32 of 72, aligned
   EXPECT_THROW(reg::fp16_copy_bytes(int64_t(1) << 40, int64_t(1) << 30), svdq::Error);
 }
 
@@ -420,23 +410,15 @@ static std::string rendered_targs(const reg::Build& b, const std::string& fn) {
   return p == std::string::npos || q == std::string::npos ? std::string("?") : r.substr(p + key.size(), q - p - key.size());
 }
 
-// Swap-A16 template arguments after B_REGS are named only up to the last non-default one, so earlier builds keep
-// their bytes (and content hash); a later one forces the earlier ones out, with DQW = 0 rendering TSTAGES 2.
-TEST(Registry, SwapA16TemplateArgumentsRenderInOrder) {
+// Swap-A16 template arguments: BM, STAGES, B_REGS; the dequant-warp builds DQW, TSTAGES and FUSED too.
+TEST(Registry, SwapA16TemplateArgumentsRender) {
   auto targs = [](const reg::Build& b) { return rendered_targs(b, "sm90_svdq_swap_a16"); };
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm136_s6_ss")), "136, 6, false");
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm136_s6_rs")), "136, 6, true");
   EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_rs")), "72, 8, true");
-  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2")), "72, 16, false, 8, 4, 1, 4, 4, 2, false");
-  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2")), "24, 16, false, 8, 4, 1, 4, 4, 2, false");
-  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_f_dq8_g4_p4_x2")), "72, 8, false, 8, 8, 1, 4, 4, 2, true");
-  // Forms no registered build has now: the rule still names the arguments up to the last non-default one.
-  reg::Build rs_p4 = reg::build_by_id("sm90_a16_bm72_s8_rs");  // RS fragments, more producer warps
-  rs_p4.producers = 4;
-  EXPECT_EQ(targs(rs_p4), "72, 8, true, 0, 2, 1, 4");
-  reg::Build lean = reg::build_by_id("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");  // LEAN: every argument named
-  lean.lean = true;
-  EXPECT_EQ(targs(lean), "72, 16, false, 8, 4, 1, 4, 4, 2, false, true");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2")), "72, 16, false, 8, 4, false");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2")), "24, 16, false, 8, 4, false");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_f_dq8_g4_p4_x2")), "72, 8, false, 8, 8, true");
 }
 
 // ws template arguments after BSTAGES (PAIRS, PERSIST, SPLIT_B, SK, TRANS, IDLE) up to the last one set.
