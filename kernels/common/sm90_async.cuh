@@ -49,15 +49,6 @@ SVDQ_DEV void tma_load_2d(u32 dst, const TmaDesc* map, int c0, int c1, u32 bar) 
       "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
-// The same load multicast to every CTA of the cluster in `ctas` (bit i = CTA rank i): each receives the tile at
-// offset `dst` of its own shared memory and the transaction bytes on its own barrier at offset `bar`.
-SVDQ_DEV void tma_load_2d_multicast(u32 dst, const TmaDesc* map, int c0, int c1, u32 bar, u16 ctas) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(ctas)
-      : "memory");
-}
 // Global bytes [src, src + bytes) into L2 ahead of their reads (bytes: a multiple of 16).
 SVDQ_DEV void bulk_prefetch_l2(const void* src, u32 bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
@@ -106,44 +97,6 @@ SVDQ_DEV void st_relaxed_gpu_u64(u64* p, u64 v) {
 }
 SVDQ_DEV void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 SVDQ_DEV void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
-
-// Clusters. This CTA's rank in its cluster.
-SVDQ_DEV u32 cluster_ctarank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Cluster-wide barrier, per thread (every thread of every CTA of the cluster arrives once per phase; a thread that
-// exits early arrives first).
-SVDQ_DEV void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
-SVDQ_DEV void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
-SVDQ_DEV void cluster_sync() {
-  cluster_arrive();
-  cluster_wait();
-}
-// After the barrier initialization of a kernel that runs in clusters of CLUSTER CTAs (1: none): the block barrier,
-// or the cluster barrier (the peers' barriers must be initialized before anything arrives on them or is
-// multicast into them). Returns this CTA's rank in its cluster.
-template <int CLUSTER>
-SVDQ_DEV u32 sync_after_barrier_init() {
-  if constexpr (CLUSTER > 1) {
-    cluster_sync();
-    return cluster_ctarank();
-  } else {
-    __syncthreads();
-    return 0u;
-  }
-}
-// Arrives on the barrier at offset `bar` of CTA `cta` of the cluster. Default semantics (release at CTA scope):
-// .release.cluster made every arrival a full fence (ERRBAR + membar stalls on the H200), and an acquire.cluster wait
-// invalidated L1 (CCTL.IVALL) after every completed wait; the reads this arrival orders are the arriving warp's own.
-SVDQ_DEV void mbar_arrive_cluster(u32 bar, u32 cta) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(cta)
-      : "memory");
-}
 
 // Named barrier over `threads` threads (a multiple of 32) of this CTA.
 SVDQ_DEV void named_barrier_sync(int id, int threads) {

@@ -33,33 +33,10 @@ template <typename Row>
 SVDQ_DEV int scale_word_offset(Row row) { return (int)(row & 31) * 16 + (int)((row >> 5) & 3) * 4; }
 SVDQ_DEV u32 load_scale_word(u32 block, int row) { return ld_shared_u32(block + scale_word_offset(row)); }
 
-// Publishes this warp's st.shared writes of a tile to the async proxy (wgmma) and arrives on `bar` once for the
-// warp: every lane fences its own writes, the warp converges (ordering them before lane 0's release), lane 0
-// arrives. `bar` counts writing warps (32x fewer arrivals than one per thread; no speed difference was measured).
-SVDQ_DEV void arrive_tile_written(u32 bar, int lane) {
-  fence_proxy_async_shared();
-  __syncwarp();
-  if (lane == 0) mbar_arrive(bar);
-}
-
-// RS A fragments (wgmma m64k16, see sm90_wgmma_rs.cuh) of k16 part s (K group s of a 64-wide tile) for this
-// thread's rows ra and rb (= ra + 8) of a packed tile; swa / swb are the rows' scale words, c the quad lane.
-SVDQ_DEV void rs_fragment_part(u32 tile, int ra, int rb, u32 swa, u32 swb, int s, int c, u32* af) {
-  u32 a0, a1, b0, b1;
-  ld_shared_8(packed_word_addr(tile, ra, 2 * s), a0, a1);
-  ld_shared_8(packed_word_addr(tile, rb, 2 * s), b0, b1);
-  // Bytes (code of ra, -, code of rb, -): scale2_half2_x128 reads only bytes 0 and 2.
-  const u32 sab = scale2_half2_x128(__byte_perm(swa, swb, (u32)(s | (s << 4) | ((4 + s) << 8) | ((4 + s) << 12))));
-  const u32 sa = half2_lo_lo(sab), sb = half2_hi_hi(sab);
-  af[0] = dequant_pair_f16(a0 >> (4 * c), sa);
-  af[1] = dequant_pair_f16(b0 >> (4 * c), sb);
-  af[2] = dequant_pair_f16(a1 >> (4 * c), sa);
-  af[3] = dequant_pair_f16(b1 >> (4 * c), sb);
-}
-
-// All four k16 parts of a 64-wide tile at once (af[4s..4s+3] = part s, as rs_fragment_part): both rows' codes in
-// four 16-byte loads and the four scale pairs up front, so the chains are independent and one warp per scheduler
-// can overlap them (built one part at a time, a lone warp waited on each part's dependent scale chain).
+// RS A fragments (wgmma m64k16, see sm90_wgmma_rs.cuh) of all four k16 parts of a 64-wide packed tile
+// (af[4s..4s+3] = part s, K group s) for this thread's rows ra and rb (= ra + 8); swa / swb are the rows' scale
+// words, c the quad lane. Both rows' codes in four 16-byte loads and the four scale pairs up front, so the chains are
+// independent and one warp per scheduler can overlap them.
 SVDQ_DEV void rs_fragment_tile(u32 tile, int ra, int rb, u32 swa, u32 swb, int c, u32* af) {
   u32 qa[8], qb[8], sab[4];
   load_packed_row(tile, ra, qa);
@@ -77,7 +54,7 @@ SVDQ_DEV void rs_fragment_tile(u32 tile, int ra, int rb, u32 swa, u32 swb, int c
   }
 }
 
-// ---- The LEAN forms (sm_89+ conversions; same values, fewer instructions) ----
+// ---- The lean arithmetic (sm_89+ conversions; same values, fewer instructions) ----
 
 // FP16x2 (s_lo x 2^7, s_hi x 2^7) of the two E4M3 scale codes in bits 0-7 / 8-15 of `codes` (the rest ignored):
 // the hardware conversion (cvt.rn.f16x2.e4m3x2: one F2FP; the low byte becomes the low half) is exact, every E4M3
@@ -102,39 +79,8 @@ SVDQ_DEV u32 hmul2_by_hi(u32 a, u32 b) {
       : "=r"(d) : "r"(a), "r"(b));
   return d;
 }
-// 8 E2M1 codes -> 4 FP16x2 words of e2m1 x s x 2^-7 (dequant8_f16) with the scale in the low / high half of s2.
-SVDQ_DEV void dequant8_f16_by_lo(u32 q, u32 s2, u32* out) {
-  e2m1x8_f16x2_bits(q, out);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) out[j] = hmul2_by_lo(out[j], s2);
-}
-SVDQ_DEV void dequant8_f16_by_hi(u32 q, u32 s2, u32* out) {
-  e2m1x8_f16x2_bits(q, out);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) out[j] = hmul2_by_hi(out[j], s2);
-}
-// rs_fragment_tile, lean: both rows' four scales by two conversions each (no bit-trick chain, no broadcast PRMTs),
-// each pair by e2m1x8_f16x2_word_rot (rot = 23 + 4c: quad lane c's pair (c, c + 4), dequant_pair_f16's bits in one
-// instruction fewer). The same fragment bits.
-SVDQ_DEV void rs_fragment_tile_lean(u32 tile, int ra, int rb, u32 swa, u32 swb, u32 rot, u32* af) {
-  u32 qa[8], qb[8];
-  load_packed_row(tile, ra, qa);
-  load_packed_row(tile, rb, qb);
-  const u32 sa[2] = {e4m3x2_half2_x128(swa), e4m3x2_half2_x128(swa >> 16)};  // (s0, s1), (s2, s3) x 2^7
-  const u32 sb[2] = {e4m3x2_half2_x128(swb), e4m3x2_half2_x128(swb >> 16)};
-#pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    const u32 a2 = sa[s >> 1], b2 = sb[s >> 1];
-#pragma unroll
-    for (int w = 0; w < 2; ++w) {
-      const u32 pa = e2m1x8_f16x2_word_rot(qa[2 * s + w], rot), pb = e2m1x8_f16x2_word_rot(qb[2 * s + w], rot);
-      af[4 * s + 2 * w + 0] = (s & 1) ? hmul2_by_hi(pa, a2) : hmul2_by_lo(pa, a2);
-      af[4 * s + 2 * w + 1] = (s & 1) ? hmul2_by_hi(pb, b2) : hmul2_by_lo(pb, b2);
-    }
-  }
-}
-// rs_fragment_tile_lean in the PAIRS order, for B tiles whose K positions follow it (smxx_dequant_fp16_words with
-// PAIRS): quad lane c takes of K group s only word 2s + h of each row (h = c >> 1) and of it elements a, a + 2,
+// rs_fragment_tile in the PAIRS order and the lean arithmetic (scales by e4m3x2_half2_x128, applied through HMUL2's
+// operand selectors), for B tiles whose K positions follow it (smxx_dequant_fp16_words with PAIRS): quad lane c takes of K group s only word 2s + h of each row (h = c >> 1) and of it elements a, a + 2,
 // a + 4, a + 6 (a = c & 1; rot = 23 + 4a): the pair (a, a + 4) at K positions 2c, 2c + 1 of the part, the pair
 // (a + 2, a + 6) at positions 8 + 2c, 9 + 2c. Same products per k16 part (the part's 16 elements) and the same
 // fragment values; per tile 8 code words (LDS.32) instead of 16 and 3 instructions per fragment register before its
@@ -166,21 +112,6 @@ SVDQ_DEV void rs_fragment_tile_pairs(u32 tile, const PairsOffsets& off, u32 swa,
     }
   }
 }
-// rs_fragment_part, lean: part s of the tile; sa2 / sb2 are the rows' scale pairs of groups (s & ~1, s | 1)
-// (e4m3x2_half2_x128 of the scale word >> 8 (s & 2)).
-SVDQ_DEV void rs_fragment_part_lean(u32 tile, int ra, int rb, u32 sa2, u32 sb2, int s, u32 rot, u32* af) {
-  u32 a0, a1, b0, b1;
-  ld_shared_8(packed_word_addr(tile, ra, 2 * s), a0, a1);
-  ld_shared_8(packed_word_addr(tile, rb, 2 * s), b0, b1);
-  const u32 p[4] = {e2m1x8_f16x2_word_rot(a0, rot), e2m1x8_f16x2_word_rot(b0, rot), e2m1x8_f16x2_word_rot(a1, rot),
-                    e2m1x8_f16x2_word_rot(b1, rot)};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const u32 s2 = (i & 1) ? sb2 : sa2;
-    af[i] = (s & 1) ? hmul2_by_hi(p[i], s2) : hmul2_by_lo(p[i], s2);
-  }
-}
-
 // The main K loop of a consumer warpgroup with two fragment buffers fa / fb (RS wgmma): while tile it's k16 wgmmas
 // (one commit group, issue(it, buffer)) run, build(it + 1, other buffer) waits for the next tile and dequantizes it;
 // the wait<1> before that retires tile it-1, the last reader of that buffer, and release(it - 1) frees its slot.

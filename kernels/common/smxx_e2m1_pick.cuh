@@ -21,14 +21,6 @@ SVDQ_HD u32 rotr32(u32 x, u32 n) {
 SVDQ_HD u32 e2m1x8_f16x2_word(u32 q, u32 j) {
   return (rotr32(q, 23u + 4u * j) & 0x0E000E00u) | (rotr32(q, 20u + 4u * j) & 0x80008000u);
 }
-// The same word from one rotation, rot = 23 + 4j: after it the signs sit 3 below their places (bits 12 and 28), and
-// a plain shift left by 3 (which ptxas may issue as a multiply, on the FMA pipe) puts them there; what else it
-// brings up lies outside the sign mask.
-SVDQ_HD u32 e2m1x8_f16x2_word_rot(u32 q, u32 rot) {
-  const u32 r = rotr32(q, rot);
-  return (r & 0x0E000E00u) | ((r << 3) & 0x80008000u);
-}
-
 // Half of a code word for one lane, the PAIRS fragment order: elements a, a + 2, a + 4, a + 6 (a = 0 or 1) of the
 // 8 codes in q as the high bytes of their FP16 halves (sign at bit 7, e1 e0 m at bits 3:1; x 2^-14, low bytes 0) in
 // bytes 1, 2, 3, 0: rotating q right by 23 + 4a moves element a + 2i to bits 9 + 8i .. 12 + 8i (mod 32), the

@@ -455,25 +455,6 @@ TEST(DequantBits, AllWordsMatchThePerElementPlacement) {
     EXPECT_EQ(mismatches[t], 0u) << "first mismatching word 0x" << std::hex << first_bad[t];
 }
 
-TEST(DequantBits, OneRotationPairIsTheTwoRotationWord) {
-  // The lean ws consumers build quad lane c's pair with e2m1x8_f16x2_word_rot(q, 23 + 4c); it must be the decode
-  // program's e2m1x8_f16x2_word(q, c) and the older consumers' placement of q >> 4c (dequant_pair_f16 before its
-  // multiply), bit for bit.
-  const uint64_t seed = test_seed(113);
-  SCOPED_TRACE(seed_trace(seed));
-  Rng rng(seed);
-  for (int trial = 0; trial < (1 << 20); ++trial) {
-    const uint32_t q = trial_code_word(rng, trial);
-    for (uint32_t c = 0; c < 4; ++c) {
-      const uint32_t s = q >> (4 * c);
-      const uint32_t legacy = ((s << 9) & 0x0E000E00u) | ((s << 12) & 0x80008000u);
-      const uint32_t got = svdq_k::e2m1x8_f16x2_word_rot(q, 23u + 4u * c);
-      ASSERT_EQ(got, svdq_k::e2m1x8_f16x2_word(q, c)) << "lane " << c << " of 0x" << std::hex << q;
-      ASSERT_EQ(got, legacy) << "lane " << c << " of 0x" << std::hex << q;
-    }
-  }
-}
-
 TEST(DequantBits, PairsHalfWordIsTwoRotationWords) {
   // The PAIRS consumers build quad lane c's two fragment registers of a K group from one word: the high bytes of
   // e2m1x4_f16_hibytes(q, 23 + 4a) (a = c & 1) split by two byte permutes. They must be e2m1x8_f16x2_word(q, a) (the
