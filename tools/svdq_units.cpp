@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "jit/embedded_sources.hpp"
+#include "sources/embedded_sources.hpp"
 #include "registry/registry.hpp"
 
 int main(int argc, char** argv) {

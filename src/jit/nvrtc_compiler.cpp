@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "jit/embedded_sources.hpp"
+#include "sources/embedded_sources.hpp"
 #include "svdq/error.hpp"
 
 namespace svdq::jit {
@@ -20,7 +20,7 @@ std::vector<std::string> base_options() { return {"-std=c++17", "-lineinfo"}; }
 CompileOutput compile_unit(const std::string& unit_name, const std::string& source, const std::string& target,
                            const std::vector<std::string>& extra_options) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto& srcs = embedded_sources();
+  const auto& srcs = sources::embedded_sources();
   std::vector<const char*> header_text, header_names;
   for (const auto& s : srcs) {
     header_text.push_back(s.text);

@@ -1,5 +1,6 @@
-// AOT packages: every build compiled for an arch list into one archive file plus a build.json manifest, and the
-// reading side the loader and `svdq census` use.
+// AOT packages: every build compiled for an arch list into one archive file plus a build.json manifest. This is
+// the format and the reading side the loader (jit/kernel_cache.cpp) and `svdq census` use; writing one
+// (`svdq aot`, compiling with NVRTC) is aot/aot.hpp.
 //
 // Layout of a package directory:
 //   build.json           manifest: format, versions, arch list, compile options, and per module (one per build):
@@ -9,7 +10,6 @@
 //                        order (so `svdq census` and cuobjdump-style tools read the file on its own too).
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,7 +17,6 @@
 
 #include "package/arch_list.hpp"
 #include "package/select.hpp"
-#include "registry/registry.hpp"
 
 namespace svdq::package {
 
@@ -51,26 +50,6 @@ struct Manifest {
   // Throws svdq::Error(InvalidArgument) naming `origin` and the field for anything malformed.
   static Manifest parse(const std::string& text, const std::string& origin);
 };
-
-// The arches a program compiles for natively, given the toolkit's NVRTC archs: every portable program builds every
-// CC >= 8.0 the toolkit knows, in plain, 'a' (>= 9.0) and 'f' (>= 10.0) flavours; the wgmma program only 9.0a
-// (it is gated: skipped, with the reason recorded, for every other arch).
-std::vector<Arch> program_native_arches(registry::Program program, const std::vector<int>& nvrtc_archs);
-
-struct AotOptions {
-  std::string arch_list;  // e.g. "8.0 8.9 9.0a 10.0a 10.3a 12.0f"
-  std::string out_dir;
-  int jobs = 0;           // 0: hardware concurrency
-  std::function<void(int done, int total, const std::string& what)> progress;  // called under a lock
-};
-struct AotResult {
-  Manifest manifest;
-  std::vector<std::string> problems;  // non-empty: the package is incomplete and the command must fail
-};
-// Parses and checks the arch list against this toolkit first (nothing is written on a bad list), compiles every
-// build for every planned target in parallel, writes the archive and then the manifest (the manifest last, so a
-// directory with a manifest is complete). A configured arch for which no module produced anything is a problem.
-AotResult build_package(const AotOptions& options);
 
 // A package opened for loading: manifest parsed, archive read on demand.
 class Package {

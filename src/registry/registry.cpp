@@ -8,7 +8,7 @@
 
 #include "common/checked.hpp"
 #include "common/sha256.hpp"
-#include "jit/embedded_sources.hpp"
+#include "sources/embedded_sources.hpp"
 #include "svdq/error.hpp"
 
 namespace svdq::registry {
@@ -228,7 +228,7 @@ std::vector<Build> make_builds() {
 const std::map<std::string, std::string>& source_map() {
   static const std::map<std::string, std::string> m = [] {
     std::map<std::string, std::string> r;
-    for (const auto& s : jit::embedded_sources()) r[s.path] = s.text;
+    for (const auto& s : sources::embedded_sources()) r[s.path] = s.text;
     return r;
   }();
   return m;

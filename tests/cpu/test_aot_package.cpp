@@ -8,6 +8,7 @@
 #include <set>
 
 #include "../test_util.hpp"
+#include "aot/aot.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "package/elf_census.hpp"
 #include "package/package.hpp"
@@ -16,6 +17,7 @@
 
 namespace fs = std::filesystem;
 namespace pk = svdq::package;
+namespace aot = svdq::aot;
 
 namespace {
 
@@ -24,21 +26,21 @@ class AotPackage : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = svdq_test::make_temp_dir("pkg") + "/p";
-    pk::AotOptions opt;
+    aot::AotOptions opt;
     opt.arch_list = "8.0 9.0a 10.0f 10.3a";
     opt.out_dir = dir_;
     opt.jobs = 2;
-    result_ = new pk::AotResult(pk::build_package(opt));
+    result_ = new aot::AotResult(aot::build_package(opt));
   }
   static void TearDownTestSuite() {
     fs::remove_all(fs::path(dir_).parent_path());
     delete result_;
   }
   static std::string dir_;
-  static pk::AotResult* result_;
+  static aot::AotResult* result_;
 };
 std::string AotPackage::dir_;
-pk::AotResult* AotPackage::result_ = nullptr;
+aot::AotResult* AotPackage::result_ = nullptr;
 
 TEST_F(AotPackage, EveryBuildForEveryArch) {
   ASSERT_TRUE(result_->problems.empty()) << result_->problems.front();
@@ -146,17 +148,17 @@ TEST_F(AotPackage, DamagedPackagesAreRejected) {
 TEST(AotBuild, BadArchListsWriteNothing) {
   const std::string dir = svdq_test::make_temp_dir("bad") + "/out";
   for (const char* list : {"9.0b", "8.0 8.0", "", "10.7a", "sm_90"}) {
-    pk::AotOptions opt;
+    aot::AotOptions opt;
     opt.arch_list = list;
     opt.out_dir = dir;
-    EXPECT_THROW(pk::build_package(opt), svdq::Error) << list;
+    EXPECT_THROW(aot::build_package(opt), svdq::Error) << list;
     EXPECT_FALSE(fs::exists(dir)) << list;
   }
   // An arch every program skips (the portable programs need sm_80) is reported, and nothing is written.
-  pk::AotOptions opt;
+  aot::AotOptions opt;
   opt.arch_list = "7.5 9.0a";
   opt.out_dir = dir;
-  const pk::AotResult r = pk::build_package(opt);
+  const aot::AotResult r = aot::build_package(opt);
   ASSERT_EQ(r.problems.size(), 1u);
   EXPECT_NE(r.problems[0].find("7.5"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir));

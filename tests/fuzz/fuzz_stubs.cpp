@@ -1,7 +1,7 @@
 // Link stubs for the fuzz build (scripts/fuzz.sh): the parsers never compile kernels or ask NVRTC anything, but
-// routes.cpp, router.cpp and package.cpp also hold functions that do, so their symbols must resolve. These stand in
-// for src/jit/nvrtc_compiler.cpp, src/jit/kernel_cache.cpp and src/api/device.cpp (which need NVRTC / the CUDA
-// driver) and abort if a harness ever reaches one: that would mean the fuzzed path is not what it claims to be.
+// routes.cpp and router.cpp also hold functions that do, so their symbols must resolve. These stand in for
+// src/jit/nvrtc_compiler.cpp and src/jit/kernel_cache.cpp (which need NVRTC / the CUDA driver) and abort if a
+// harness ever reaches one: that would mean the fuzzed path is not what it claims to be.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -9,7 +9,6 @@
 
 #include "jit/kernel_cache.hpp"
 #include "jit/nvrtc_compiler.hpp"
-#include "svdq/svdq.hpp"
 
 namespace {
 [[noreturn]] void not_in_fuzz_build(const char* what) {
@@ -17,10 +16,6 @@ namespace {
   std::abort();
 }
 }  // namespace
-
-namespace svdq {
-std::string version_string() { not_in_fuzz_build("svdq::version_string"); }
-}  // namespace svdq
 
 namespace svdq::jit {
 CompileOutput compile_unit(const std::string&, const std::string&, const std::string&,

@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <string>
 
+#include "aot/aot.hpp"
 #include "gpu_test_util.hpp"
 #include "jit/kernel_cache.hpp"
-#include "package/package.hpp"
 
 namespace fs = std::filesystem;
 
@@ -40,10 +40,10 @@ std::string device_arch() {
 }
 
 std::string build(const std::string& list, const std::string& dir) {
-  svdq::package::AotOptions opt;
+  svdq::aot::AotOptions opt;
   opt.arch_list = list;
   opt.out_dir = dir;
-  const auto r = svdq::package::build_package(opt);
+  const auto r = svdq::aot::build_package(opt);
   if (!r.problems.empty()) throw std::runtime_error(r.problems.front());
   return dir;
 }

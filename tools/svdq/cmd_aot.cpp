@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string>
 
+#include "aot/aot.hpp"
 #include "commands.hpp"
 #include "package/package.hpp"
 
@@ -15,7 +16,7 @@ struct AotArgs {
 };
 
 int run_aot(const AotArgs& a) {
-  package::AotOptions opt;
+  aot::AotOptions opt;
   opt.arch_list = a.arch_list;
   opt.out_dir = a.out;
   opt.jobs = a.jobs;
@@ -25,7 +26,7 @@ int run_aot(const AotArgs& a) {
                  done, total, what.c_str());
     if (done == total) std::fprintf(stderr, "\n");
   };
-  const package::AotResult r = package::build_package(opt);
+  const aot::AotResult r = aot::build_package(opt);
   if (!r.problems.empty()) {
     for (const auto& p : r.problems) std::fprintf(stderr, "svdq aot: %s\n", p.c_str());
     std::fprintf(stderr, "svdq aot: package incomplete; nothing usable was written to %s\n", a.out.c_str());

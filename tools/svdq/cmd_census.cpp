@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "aot/aot.hpp"
 #include "commands.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "package/elf_census.hpp"
@@ -85,7 +86,7 @@ int census_package(const CensusArgs& a) {
         failures.push_back("--expect: build " + b.id + " (module " + unit + ") is missing");
         continue;
       }
-      const auto native = package::program_native_arches(b.program, nvrtc_archs);
+      const auto native = aot::program_native_arches(b.program, nvrtc_archs);
       for (const auto& arch : archs) {
         if (!package::plan_build(registry::program_name(b.program), arch, native).build) continue;  // gated
         bool ok = false;
