@@ -47,7 +47,7 @@ LIB_SOURCES=(
   src/package/arch_list.cpp src/package/elf_reader.cpp src/package/fatbin.cpp src/package/elf_census.cpp
   src/package/package.cpp src/package/select.cpp
   src/router/routes.cpp src/router/router.cpp src/registry/registry.cpp
-  src/common/error.cpp src/common/env.cpp src/common/json_fields.cpp src/common/sha256.cpp
+  src/common/error.cpp src/common/env.cpp src/common/json_fields.cpp src/common/knobs.cpp src/common/sha256.cpp
   "$OUT/gen/embedded_kernels.cpp" "$OUT/gen/embedded_routes.cpp" tests/fuzz/fuzz_stubs.cpp
 )
 # Rebuild an object when its source, any header, this script or the flags changed.

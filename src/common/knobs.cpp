@@ -10,9 +10,5 @@ std::optional<int64_t> raster() {
   return v ? std::optional<int64_t>(*v) : std::nullopt;
 }
 bool pdl() { return env::get_bool("SVDQ_PDL", true); }
-std::optional<int64_t> fuse_cols() {
-  const auto v = env::get_int("SVDQ_FUSE_COLS", 0, 1 << 30);
-  return v ? std::optional<int64_t>(*v) : std::nullopt;
-}
 
 }  // namespace svdq::knobs

@@ -11,6 +11,5 @@ namespace svdq::knobs {
 std::optional<std::string> force_build();  // SVDQ_FORCE_BUILD: a GEMM build ID instead of the router's choice
 std::optional<int64_t> raster();           // SVDQ_RASTER: 0..4096 row tiles per raster group (sm90_svdq_ws builds)
 bool pdl();                                // SVDQ_PDL: programmatic dependent launch after a copy launch (default on)
-std::optional<int64_t> fuse_cols();        // SVDQ_FUSE_COLS: 0..2^30 column tiles of B the copy launch writes (_idle)
 
 }  // namespace svdq::knobs

@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "api/pdl.hpp"
+#include "programs/pdl.hpp"
 #include "format/nvfp4.hpp"
 #include "svdq/svdq.hpp"
 
@@ -129,7 +129,7 @@ NB_MODULE(_C, m) {
                          vl = view(fn, "l1", l1, DType::BF16), vo = view(fn, "out", out, DType::BF16);
         const TensorView vbias = bias ? view(fn, "bias", *bias, DType::BF16) : TensorView();
         nb::gil_scoped_release release;
-        const svdq::api::ScopedPdl scoped(pdl);
+        const svdq::programs::ScopedPdl scoped(pdl);
         svdq::mm_nvfp4_svdquant(va, vb, vas, vbs, val, vd, vl, vbias, vo, as_stream(stream));
       },
       nb::arg("a"), nb::arg("b"), nb::arg("a_sf"), nb::arg("b_sf"), nb::arg("alpha"), nb::arg("d"), nb::arg("l1"),
@@ -168,7 +168,7 @@ NB_MODULE(_C, m) {
                          vo = view(fn, "out", out, DType::BF16), vwk = view(fn, "workspace", ws, DType::U8);
         const TensorView vb = bias ? view(fn, "bias", *bias, DType::BF16) : TensorView();
         nb::gil_scoped_release release;
-        const svdq::api::ScopedPdl scoped(pdl);
+        const svdq::programs::ScopedPdl scoped(pdl);
         svdq::svdquant_linear(vx, vw, vws, va, vp, vl2, vl1, vg, vb, vo, vwk, as_stream(stream));
       },
       nb::arg("x"), nb::arg("weight_fp4"), nb::arg("weight_sf"), nb::arg("alpha"), nb::arg("pre_quant_scale"),

@@ -35,22 +35,6 @@ constexpr int64_t kSwapMaxM = 256;
 // Largest M the heuristic sends to the decode program off Hopper (measured against the portable builds up to 32).
 constexpr int64_t kDecodeMaxM = 32;
 
-// How the one-pass program cuts its work (kernels/quantize/smxx_quant_lora.cuh): 32-row tiles, rank tiles of 64,
-// K cut into at most 16 chunks of whole 64-K tiles (set by K alone, so d's arithmetic does not depend on M); where
-// the row and rank tiles leave SMs idle, each tile's chunks are split over several CTAs (`splits`), whose FP32
-// partial sums take part_bytes of scratch plus flag_bytes of flags.
-struct QuantLoraPlan {
-  int64_t row_tiles = 0;
-  int rank_tiles = 1, splits = 1, chunk_tiles = 1, chunks = 1, chunks_per_split = 1;
-  int64_t grid = 0, part_bytes = 0, flag_bytes = 0;
-};
-constexpr int kQuantLoraRows = 32, kQuantLoraRankTile = 64, kQuantLoraMaxChunks = 16;
-// rank = 0: quantization alone (no partial sums: short row counts are simply cut along K).
-QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count);
-// The program's parameters for a plan: shapes, the scale layout's padded grid and the split; the caller sets the
-// pointers (and, with splits, the partial sums, flags and epoch).
-svdq_k::QuantLoraParams quant_lora_params(const QuantLoraPlan& plan, int64_t m, int64_t k, int64_t rank, bool swizzled);
-
 // Pure heuristic, testable without a device: (cc, sm_count, smem_per_sm, smem_optin, shape) -> build id.
 const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& shape);
 // `b` when NVRTC `nvrtc` (major*10+minor) compiles it; else the portable program's choice for the shape, with a

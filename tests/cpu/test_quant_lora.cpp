@@ -9,7 +9,7 @@
 
 #include "../test_util.hpp"
 #include "common/smxx_nvfp4_codec.cuh"
-#include "router/router.hpp"
+#include "programs/quant_lora.hpp"
 
 namespace {
 
@@ -61,16 +61,16 @@ TEST(QuantLoraCodec, DivideBySixIsCorrectlyRoundedForEveryBf16) {
 }
 
 TEST(QuantLoraPlan, QuantizationAloneCutsKOnlyForShortRowCounts) {
-  auto p = svdq::router::plan_quant_lora(4096, 3072, 0, 132);  // 128 row tiles: about 4 CTAs per SM
+  auto p = svdq::programs::plan_quant_lora(4096, 3072, 0, 132);  // 128 row tiles: about 4 CTAs per SM
   EXPECT_EQ(p.row_tiles, 128);
   EXPECT_GT(p.splits, 1);
   EXPECT_EQ(p.grid, p.row_tiles * p.splits);
   EXPECT_EQ(p.part_bytes, 0);
   EXPECT_EQ(p.flag_bytes, 0);
-  p = svdq::router::plan_quant_lora(65536, 3072, 0, 132);  // 2048 row tiles: whole rows
+  p = svdq::programs::plan_quant_lora(65536, 3072, 0, 132);  // 2048 row tiles: whole rows
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.grid, 2048);
-  p = svdq::router::plan_quant_lora(1, 32, 0, 132);  // one K tile: nothing to cut
+  p = svdq::programs::plan_quant_lora(1, 32, 0, 132);  // one K tile: nothing to cut
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.grid, 1);
 }
@@ -81,14 +81,14 @@ TEST(QuantLoraPlan, ChunksDependOnKAloneAndCoverIt) {
     int chunk_tiles = -1, chunks = -1;
     for (int64_t m : {1, 16, 77, 129, 512, 4096, 4608, 100000}) {
       for (int64_t r : {0, 16, 32, 48, 128, 256}) {
-        const auto p = svdq::router::plan_quant_lora(m, k, r, 132);
+        const auto p = svdq::programs::plan_quant_lora(m, k, r, 132);
         if (chunk_tiles < 0) {
           chunk_tiles = p.chunk_tiles;
           chunks = p.chunks;
         }
         EXPECT_EQ(p.chunk_tiles, chunk_tiles) << "k " << k << " m " << m << " r " << r;
         EXPECT_EQ(p.chunks, chunks);
-        EXPECT_LE(p.chunks, svdq::router::kQuantLoraMaxChunks);
+        EXPECT_LE(p.chunks, svdq::programs::kQuantLoraMaxChunks);
         EXPECT_GE(p.chunks * p.chunk_tiles, ktiles);
         EXPECT_LT((p.chunks - 1) * p.chunk_tiles, ktiles);  // no empty chunk
         // The splits cover every chunk once, none empty.
@@ -109,24 +109,24 @@ TEST(QuantLoraPlan, ChunksDependOnKAloneAndCoverIt) {
 
 TEST(QuantLoraPlan, SplitsOnlyWhereTheTilesLeaveSmsIdle) {
   // Decode: one row tile, K split over every chunk.
-  auto p = svdq::router::plan_quant_lora(1, 4096, 32, 132);
+  auto p = svdq::programs::plan_quant_lora(1, 4096, 32, 132);
   EXPECT_EQ(p.chunks, 16);
   EXPECT_EQ(p.splits, 16);
   EXPECT_GE(p.grid, 16);
   // 512 rows: 16 row tiles, split so about two CTAs per SM run.
-  p = svdq::router::plan_quant_lora(512, 12288, 32, 132);
+  p = svdq::programs::plan_quant_lora(512, 12288, 32, 132);
   EXPECT_GT(p.splits, 1);
   EXPECT_GE(p.grid, 132);
   // Large M: the row tiles fill the GPU, no partial sums.
-  p = svdq::router::plan_quant_lora(4096, 3072, 32, 132);
+  p = svdq::programs::plan_quant_lora(4096, 3072, 32, 132);
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.part_bytes, 0);
-  p = svdq::router::plan_quant_lora(4608, 12288, 128, 132);
+  p = svdq::programs::plan_quant_lora(4608, 12288, 128, 132);
   EXPECT_EQ(p.splits, 1);
 }
 
 TEST(QuantLoraPlan, ShapeArithmeticIsChecked) {
-  EXPECT_THROW(svdq::router::plan_quant_lora(1, int64_t(1) << 40, 32, 132), svdq::Error);
+  EXPECT_THROW(svdq::programs::plan_quant_lora(1, int64_t(1) << 40, 32, 132), svdq::Error);
 }
 
 }  // namespace

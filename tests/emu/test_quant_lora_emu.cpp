@@ -1,7 +1,7 @@
 // The one-pass program (kernels/quantize/smxx_quant_lora.cuh) run on the CPU model of tests/emu/simt_emu.hpp: its
 // codes and scales byte-identical to the host reference quantizer (both layouts, padding, NaN / Inf / tiny blocks),
 // d within SPEC §1's per-element bound of the FP64 product, and d's rows bitwise the same whatever M and the split
-// of K over CTAs (the plans of src/router). A check of indexing, layouts and the reduction without a GPU.
+// of K over CTAs (the plans of src/programs/quant_lora.cpp). A check of indexing, layouts and the reduction without a GPU.
 #define SVDQ_EMU 1
 #include "simt_emu.hpp"
 // (the emulator first)
@@ -16,7 +16,7 @@
 
 #include "format/nvfp4.hpp"
 #include "reference/reference.hpp"
-#include "router/router.hpp"
+#include "programs/quant_lora.hpp"
 #include "svdq/svdq.hpp"
 
 namespace {
@@ -31,7 +31,7 @@ constexpr int kStages = 4;
 struct Out {
   std::vector<uint8_t> xq, sf;
   std::vector<uint16_t> d, a16;
-  svdq::router::QuantLoraPlan plan;
+  svdq::programs::QuantLoraPlan plan;
 };
 
 uint16_t bits_bf16(float f) { return static_cast<uint16_t>(svdq_k::bf16_from_float(f)); }
@@ -40,7 +40,7 @@ uint16_t bits_bf16(float f) { return static_cast<uint16_t>(svdq_k::bf16_from_flo
 Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float gs, int64_t m, int64_t k,
         const std::vector<uint16_t>* l2t, int64_t r, bool swizzled, bool quantize, int sm_count, int a16 = -1) {
   Out o;
-  o.plan = svdq::router::plan_quant_lora(m, k, l2t ? r : 0, sm_count);
+  o.plan = svdq::programs::plan_quant_lora(m, k, l2t ? r : 0, sm_count);
   const auto& pl = o.plan;
   const svdq::ScaleLayout layout = swizzled ? svdq::ScaleLayout::Swizzled128x4 : svdq::ScaleLayout::Linear;
   if (quantize) {
@@ -51,7 +51,7 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
   if (a16 >= 0) o.a16.assign(static_cast<size_t>(m * k), 0xDEAD);
   std::vector<float> part(static_cast<size_t>(pl.part_bytes / 4 + 1), std::nanf(""));
   std::vector<unsigned long long> flags(static_cast<size_t>(pl.flag_bytes / 8 + 1), 0x1234);
-  QuantLoraParams p = svdq::router::quant_lora_params(pl, m, k, l2t ? r : 0, swizzled);  // as src/api/ops.cpp
+  QuantLoraParams p = svdq::programs::quant_lora_params(pl, m, k, l2t ? r : 0, swizzled);  // as src/programs/quant_lora.cpp
   p.x = x.data();
   p.pqs = pqs ? pqs->data() : nullptr;
   p.global_scale = &gs;

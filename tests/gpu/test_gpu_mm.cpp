@@ -13,6 +13,7 @@
 #include "bench/problem.hpp"
 #include "format/nvfp4.hpp"
 #include "gpu_test_util.hpp"
+#include "programs/mm.hpp"
 #include "reference/reference.hpp"
 #include "bench/suite.hpp"
 #include "common/env.hpp"
@@ -312,12 +313,13 @@ static std::vector<uint16_t> expect_twin_bytes(Problem& p, const svdq::env::Scop
 // shapes whose first round covers every column (300 x 96, 2000 x 160) and shapes with a partial last round, with a
 // partial unit (N = 96, 160, 3104), a K tail of 32, one K tile, many tiles per CTA, and several runs in a row on the
 // same (recycled) scratch: 112 converter CTAs (416 tiles), 12 (384 tiles), none (fewer tiles than SMs: all of B by
-// the launch), and under SVDQ_FUSE_COLS=0 every unit by the grid (1: one column tile by the launch, 1000: all).
+// the launch), and with the split forced (programs::testing::set_idle_copy_cols) every unit by the grid (0: warp 2
+// of the CTAs converts whatever the converters have not claimed), one column tile by the launch (1), all by it (1000).
 TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
   SVDQ_REQUIRE_GPU();
   const svdq::DeviceInfo info = svdq::current_device_info();
   if (info.cc_major * 10 + info.cc_minor != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only";
-  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD"), cols("SVDQ_FUSE_COLS");
+  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
   const std::pair<const char*, const char*> builds[] = {
       {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle"}};
   for (const Shape& s : {make_shape(4096, 3104, 160, 32, true), make_shape(300, 96, 3072, 64, false),
@@ -328,14 +330,14 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
     const auto where = output_cell(s.n);
     for (const auto& [twin, fused] : builds) {
       const std::vector<uint16_t> ref = expect_twin_bytes(p, force, twin, fused, where);
-      // SVDQ_FUSE_COLS: all of B converted by the GEMM (no copy launch), one column tile by the launch, all by it
-      for (const char* c : {"0", "1", "1000"}) {
-        cols.set(c);
+      // All of B converted by the GEMM (no copy launch), one column tile by the launch, all by it.
+      for (const int c : {0, 1, 1000}) {
+        svdq::programs::testing::set_idle_copy_cols(c);
         p.poison_output();
         p.run();
-        EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << fused << ", SVDQ_FUSE_COLS=" << c;
+        svdq::programs::testing::set_idle_copy_cols(std::nullopt);
+        EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << fused << ", copy columns " << c;
       }
-      cols.unset();
     }
   }
 }

@@ -3,7 +3,7 @@
 #pragma once
 #include "common/knobs.hpp"
 
-namespace svdq::api {
+namespace svdq::programs {
 
 // -1: no override (SVDQ_PDL decides), 0: off, 1: on.
 inline int& pdl_override() {
@@ -28,4 +28,4 @@ class ScopedPdl {
   int saved_;
 };
 
-}  // namespace svdq::api
+}  // namespace svdq::programs

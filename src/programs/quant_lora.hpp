@@ -1,0 +1,48 @@
+// The one-pass program over x (kernels/quantize/smxx_quant_lora.cuh): how it cuts its work for a shape, and its
+// launch (with the stream-ordered scratch of its split partial sums).
+#pragma once
+#include <cstdint>
+
+#include "common/smxx_params.cuh"
+#include "jit/kernel_cache.hpp"
+#include "registry/registry.hpp"
+#include "svdq/svdq.hpp"
+
+namespace svdq::programs {
+
+// How the one-pass program cuts its work (kernels/quantize/smxx_quant_lora.cuh): 32-row tiles, rank tiles of 64,
+// K cut into at most 16 chunks of whole 64-K tiles (set by K alone, so d's arithmetic does not depend on M); where
+// the row and rank tiles leave SMs idle, each tile's chunks are split over several CTAs (`splits`), whose FP32
+// partial sums take part_bytes of scratch plus flag_bytes of flags.
+struct QuantLoraPlan {
+  int64_t row_tiles = 0;
+  int rank_tiles = 1, splits = 1, chunk_tiles = 1, chunks = 1, chunks_per_split = 1;
+  int64_t grid = 0, part_bytes = 0, flag_bytes = 0;
+};
+constexpr int kQuantLoraRows = 32, kQuantLoraRankTile = 64, kQuantLoraMaxChunks = 16;
+// rank = 0: quantization alone (no partial sums: short row counts are simply cut along K).
+QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count);
+// The program's parameters for a plan: shapes, the scale layout's padded grid and the split; the caller sets the
+// pointers (and, with splits, the partial sums, flags and epoch).
+svdq_k::QuantLoraParams quant_lora_params(const QuantLoraPlan& plan, int64_t m, int64_t k, int64_t rank, bool swizzled);
+
+// The launch of `build` (router::select_quant_lora): quantization into `layout` where xq != null, d = BF16(x @ l2t)
+// where l2t != null, or both; a16 != null: also deq(codes) x 2^-7 as FP16 (pairs: in the pairs K order) for the GEMM
+// svdquant_linear runs after it. `fn` names the calling function in errors.
+struct QuantLoraArgs {
+  int64_t m = 0, k = 0, rank = 0;
+  const void* x = nullptr;
+  const void* pqs = nullptr;  // pre_quant_scale, or null
+  const void* gs = nullptr;   // global scale
+  void* xq = nullptr;
+  void* sf = nullptr;
+  ScaleLayout layout = ScaleLayout::Swizzled128x4;
+  const void* l2t = nullptr;
+  void* d = nullptr;
+  void* a16 = nullptr;
+  bool a16_pairs = false;
+};
+void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const registry::Build& build,
+                       const QuantLoraArgs& args, Stream stream);
+
+}  // namespace svdq::programs
