@@ -36,11 +36,11 @@ if [ -n "${AOT:-}" ]; then SVDQ_AOT_DIR=$(abs "$AOT"); export SVDQ_AOT_DIR; fi
 CARRY_AOT=""; [ -d .carry/pkg90 ] && CARRY_AOT=$PWD/.carry/pkg90   # compare / ncu: the carried package by default
 # The GEMM builds routed on sm_90a (the table or the heuristic): the swap-AB program on FP16 A for small M, the
 # warp-specialized FP16-B forms above.
-CANDIDATES=${CANDIDATES:-sm90_a16_bm24_s16_t4_dq8_g4_p4_x2,sm90_a16_bm72_s16_t4_dq8_g4_p4_x2,sm90_a16_bm72_s8_rs,\
-sm90_a16_bm136_s6_ss,sm90_a16_bm136_s6_rs,sm90_ws16_bn128_s8_b6,sm90_ws16_bn256_s8_b5_lean_pairs,\
-sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi,sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle,\
-sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk,sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t,\
-sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi,sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi_t}
+CANDIDATES=${CANDIDATES:-sm90_swap_m24_s16_dq8_t4,sm90_swap_m72_s16_dq8_t4,sm90_swap_m72_s8_rs,\
+sm90_swap_m136_s6_ss,sm90_swap_m136_s6_rs,sm90_ws_n128_s8_b6,sm90_ws_n256_s8_b5_pairs,\
+sm90_ws_n256_s6_b4_pairs_pers,sm90_ws_n256_s6_b4_pairs_pers_idle,\
+sm90_ws_n256_s6_b4_pairs_pers_sk,sm90_ws_n256_s6_b4_pairs_pers_trans,\
+sm90_ws_n256_s6_b4_pairs_pers_splitb,sm90_ws_n256_s6_b4_pairs_pers_splitb_trans}
 TABLE=${TABLE:-$OUT/sm_90a.json}
 status=0
 # failed WHAT RC: a nonzero RC fails the run and is said (124: stopped by its time limit).

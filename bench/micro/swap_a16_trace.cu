@@ -72,7 +72,7 @@ extern "C" __global__ void __launch_bounds__(256) copy_a(const DequantParams p) 
     sm90_svdq_swap_a16<__VA_ARGS__>(p);                                                               \
   }
 // BM, STAGES, B_REGS, DQW, TSTAGES, FUSED
-// The registry's sm90_a16_bm72_s8_f_dq8_g4_p4_x2 and _s16_t4_dq8_g4_p4_x2, and a 12-slot ring with 8 FP16 tiles.
+// The registry's sm90_swap_m72_s8_dq8_t8_fused and _s16_t4_dq8_g4_p4_x2, and a 12-slot ring with 8 FP16 tiles.
 // (Measured slower, and no forms of the program now: one K tile per consumer step, the former
 // sm90_a16_bm72_s8_t8_dq8_g4_p4; 2 teams of 4 warps; docs/lab/results/2026-12-01_h200_small_m_trace.md.)
 KERNEL(s8_f_g4_p4_x2, 72, 8, false, 8, 8, true)

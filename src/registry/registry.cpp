@@ -25,23 +25,44 @@ const char* program_name(Program p) {
   return "unknown";
 }
 
+std::string derived_id(const Build& b) {
+  const auto n = [](const char* tag, int64_t v) { return std::string("_") + tag + std::to_string(v); };
+  switch (b.program) {
+    case Program::PortableGemm: return "sm80_gemm" + n("m", b.bm) + n("s", b.stages) + n("t", b.tile_bufs);
+    case Program::QuantLora: return "smxx_quant_lora" + n("s", b.stages);
+    case Program::DequantFp16: return std::string("smxx_dequant_fp16") + (b.pairs ? "_pairs" : "");
+    case Program::SmxxDecode: {
+      const int warps = b.threads / 32;
+      return "smxx_decode" + n("m", b.bm) + n("j", b.bn / 8 / warps) + n("w", warps) + n("s", b.stages);
+    }
+    case Program::Sm90SwapA16:
+      return "sm90_swap" + n("m", b.bm) + n("s", b.stages) +
+             (b.dq_warps > 0 ? n("dq", b.dq_warps) + n("t", b.tile_bufs) : b.tile_bufs == 0 ? "_rs" : "_ss") +
+             (b.fused ? "_fused" : "");
+    case Program::Sm90Ws:
+      return "sm90_ws" + n("n", b.bn) + n("s", b.stages) + n("b", b.tile_bufs) + (b.pairs ? "_pairs" : "") +
+             (b.persistent ? "_pers" : "") + (b.split_b ? "_splitb" : "") + (b.stream_k ? "_sk" : "") +
+             (b.trans ? "_trans" : "") + (b.idle_cvt ? "_idle" : "");
+  }
+  return "unknown";
+}
+
 namespace {
 
-// A build's identity: ID, program, kernel name, threads; sm_80+ unless the caller narrows it.
-Build simple(const std::string& id, Program p, int threads) {
+// A build's program, threads and lowest compute capability (sm_80+ unless the caller narrows it); its ID and kernel
+// name are derived from the whole configuration when the list is made.
+Build simple(Program p, int threads) {
   Build b;
-  b.id = id;
   b.program = p;
   b.min_cc = 80;
   b.threads = threads;
-  b.kernel_name = "svdq_" + id;
   return b;
 }
 
 // The FP16 copy launch: `words` packed words per thread (kernels/quantize/smxx_dequant_fp16.cuh, W).
 // pairs: in the PAIRS K order (smxx_dequant_fp16_words' PAIRS) for the GEMM builds with Build::pairs.
-Build dequant_fp16(const std::string& id, int threads, int words, bool pairs = false) {
-  Build b = simple(id, Program::DequantFp16, threads);
+Build dequant_fp16(int threads, int words, bool pairs = false) {
+  Build b = simple(Program::DequantFp16, threads);
   b.words_per_thread = words;
   b.pairs = pairs;
   return b;
@@ -53,9 +74,8 @@ int64_t gemm_smem(int bm, int bn, int stages, int tile_bufs) {
   return stages * raw + tile_bufs * int64_t(bm + bn) * 64 * 2;
 }
 
-Build gemm(const std::string& id, int bm, int stages, int tile_bufs) {
+Build gemm(int bm, int stages, int tile_bufs) {
   Build b;
-  b.id = id;
   b.program = Program::PortableGemm;
   b.min_cc = 80;
   b.bm = bm;
@@ -64,17 +84,15 @@ Build gemm(const std::string& id, int bm, int stages, int tile_bufs) {
   b.tile_bufs = tile_bufs;
   b.threads = 256;
   b.smem_bytes = gemm_smem(bm, 128, stages, tile_bufs);
-  b.kernel_name = "svdq_" + id;
   return b;
 }
 
 // Mirrors Sm90WsConfig in kernels/sm90/ws/config.cuh (the rendered unit static_asserts the size). B comes as
 // FP16 from a copy launch; pairs: the lean dequantization in the pairs order with SS rank steps; persistent: one CTA
 // per SM looping over the tiles, the epilogue staged and stored by TMA.
-Build sm90_ws(const std::string& id, int bn, int stages, int bstages, bool pairs = false, bool persistent = false,
+Build sm90_ws(int bn, int stages, int bstages, bool pairs = false, bool persistent = false,
               bool split_b = false, bool stream_k = false, bool trans = false, bool idle_cvt = false) {
   Build b;
-  b.id = id;
   b.program = Program::Sm90Ws;
   b.min_cc = 90;
   b.max_cc = 90;
@@ -103,17 +121,15 @@ Build sm90_ws(const std::string& id, int bn, int stages, int bstages, bool pairs
                  (2 * stages + 2 * bstages + 2 * d_tiles + (idle_cvt ? bstages : 0) + (persistent ? 3 : 0) +
                   (stream_k ? 1 : 0)) * 8 +
                  1024;
-  b.kernel_name = "svdq_" + id;
   return b;
 }
 
 // Mirrors Sm90SwapA16Config in kernels/sm90/sm90_svdq_swap_a16.cuh (the rendered unit static_asserts the size).
 // dq_warps = 8: 4 producer warps and 8 dequant warps writing a ring of `tstages` FP16 tiles (fused: freed with
 // their slots).
-Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int dq_warps = 0, int tstages = 2,
+Build sm90_swap_a16(int bm, int stages, bool b_regs, int dq_warps = 0, int tstages = 2,
                     bool fused = false) {
   Build b;
-  b.id = id;
   b.program = Program::Sm90SwapA16;
   b.min_cc = 90;
   b.max_cc = 90;
@@ -126,13 +142,12 @@ Build sm90_swap_a16(const std::string& id, int bm, int stages, bool b_regs, int 
   b.threads = 128 + 32 * (dq_warps > 0 ? 4 : 1) + 32 * dq_warps;  // 1 consumer warpgroup, producer (+ dequant) warps
   const int64_t stage = (int64_t(bm) * 128 + 64 * 32 + 512 + 1023) / 1024 * 1024;
   b.smem_bytes = stages * stage + b.tile_bufs * 64 * 128 + (2 * stages + (dq_warps > 0 ? 2 * tstages : 0)) * 8 + 1024;
-  b.kernel_name = "svdq_" + id;
   return b;
 }
 
 // Mirrors SmxxDecodeConfig in kernels/portable/smxx_svdq_decode.cuh (the rendered unit static_asserts the size).
-Build decode(const std::string& id, int mt, int jt, int warps, int stages) {
-  Build b = simple(id, Program::SmxxDecode, 32 * warps);
+Build decode(int mt, int jt, int warps, int stages) {
+  Build b = simple(Program::SmxxDecode, 32 * warps);
   b.bm = 16 * mt;
   b.bn = 8 * jt * warps;
   b.stages = stages;
@@ -144,8 +159,8 @@ Build decode(const std::string& id, int mt, int jt, int warps, int stages) {
 }
 
 // Mirrors QuantLoraConfig in kernels/quantize/smxx_quant_lora.cuh (the rendered unit static_asserts the size).
-Build quant_lora(const std::string& id, int stages) {
-  Build b = simple(id, Program::QuantLora, 256);
+Build quant_lora(int stages) {
+  Build b = simple(Program::QuantLora, 256);
   b.bm = 32;
   b.bn = 64;  // rank columns per CTA
   b.stages = stages;
@@ -153,76 +168,104 @@ Build quant_lora(const std::string& id, int stages) {
   return b;
 }
 
+// Build IDs that named builds since deleted: never reused or repurposed (docs/lab/ has what was measured of them).
+const std::vector<std::string>& retired() {
+  static const std::vector<std::string> ids = {
+      "sm80_gemm_bm128_s4_t2", "sm90_wgmma_bm128_s4", "sm90_ws_bn256_s6_b2", "sm90_ws_bn256_s6_b3",
+      "sm90_ws_bn128_s8_b3", "sm90_ws_bn192_s6_b3", "sm90_ws_bn192_s8_b2", "sm90_swap_bm24_s12_b4",
+      "sm90_swap_bm72_s12_b4", "sm90_swap_bm136_s10_b4", "sm90_ws_bn256_s8_b3_d2", "sm90_ws_bn128_s8_b3_d2",
+      "sm90_a16_bm24_s12_rs", "sm90_a16_bm24_s12_ss", "sm90_a16_bm72_s8_ss", "sm90_a16_bm40_s8_rs",
+      "sm90_a16_bm40_s6_ss", "sm90_ws16_bn256_s6_b4", "sm90_ws16_bn256_s8_b5", "sm90_a16_bm72_s8_t4_dq8",
+      "sm90_a16_bm72_s8_t4_dq4", "sm90_a16_bm136_s8_t4_dq8", "sm90_a16_bm72_s8_t4_dq8_c2", "sm90_ws16_bn256_s8_b5_c2",
+      "sm90_a16_bm72_s12_t4_dq8_g2_p4", "sm90_a16_bm72_s12_t8_dq8_g4_p4", "sm90_a16_bm72_s8_t8_dq8_g4_p4",
+      "sm90_a16_bm136_s8_t8_dq8_g4_p4", "sm90_a16_bm72_s8_t8_dq8_g4_p4_c2", "sm90_nw_w3_bn32_s8_b4_dq4_p4_t4",
+      "sm90_nw_w1_bn32_s8_b4_dq4_p4_t4", "sm90_ws16_bn256_s8_b4_a2_d2", "sm90_ws16a_bn256_s4_b4",
+      "sm90_ws16a_bn256_s4_b4_pers", "sm90_ws16_bn256_s4_b4_a4_d2_ss", "smxx_dec_m32_j1_w4_s6",
+      "sm90_ws16_bn256_s8_b5_lean", "sm90_ws_bn256_s8_b3_d2_lean", "sm90_ws16_bn256_s8_b5_lean_pers",
+      "sm90_ws16_bn256_s8_b5_lean_pers_fuse", "sm90_ws16_bn256_s8_b5_lean_pers_split",
+      "sm90_ws16_bn256_s8_b5_lean_pers_pairs", "sm90_ws16_bn256_s8_b5_lean_pers_split_pairs",
+      "sm90_ws16_bn256_s6_b5_lean_pers_pairs_d2", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2",
+      "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean",
+      "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean"};
+  return ids;
+}
+
+// The IDs the registered builds had before IDs were derived from their configuration (derived_id): accepted when
+// reading an older route table, SVDQ_FORCE_BUILD or --builds, and never given to another build.
+const std::map<std::string, std::string>& former_ids() {
+  static const std::map<std::string, std::string> m = {
+      {"sm80_gemm_bm128_s4_t1", "sm80_gemm_m128_s4_t1"},
+      {"sm80_gemm_bm64_s4_t1", "sm80_gemm_m64_s4_t1"},
+      {"sm80_gemm_bm64_s6_t2", "sm80_gemm_m64_s6_t2"},
+      {"smxx_dec_m16_j1_w4_s8", "smxx_decode_m16_j1_w4_s8"},
+      {"sm90_a16_bm72_s8_rs", "sm90_swap_m72_s8_rs"},
+      {"sm90_a16_bm136_s6_rs", "sm90_swap_m136_s6_rs"},
+      {"sm90_a16_bm136_s6_ss", "sm90_swap_m136_s6_ss"},
+      {"sm90_a16_bm72_s8_f_dq8_g4_p4_x2", "sm90_swap_m72_s8_dq8_t8_fused"},
+      {"sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", "sm90_swap_m72_s16_dq8_t4"},
+      {"sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", "sm90_swap_m24_s16_dq8_t4"},
+      {"sm90_ws16_bn128_s8_b6", "sm90_ws_n128_s8_b6"},
+      {"sm90_ws16_bn256_s8_b5_lean_pairs", "sm90_ws_n256_s8_b5_pairs"},
+      {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws_n256_s6_b4_pairs_pers"},
+      {"sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi", "sm90_ws_n256_s6_b4_pairs_pers_splitb"},
+      {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", "sm90_ws_n256_s6_b4_pairs_pers_sk"},
+      {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t", "sm90_ws_n256_s6_b4_pairs_pers_trans"},
+      {"sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi_t", "sm90_ws_n256_s6_b4_pairs_pers_splitb_trans"},
+      {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle", "sm90_ws_n256_s6_b4_pairs_pers_idle"}};
+  return m;
+}
+
 std::vector<Build> make_builds() {
-  // IDs are stable names: never reuse or repurpose one, nor one of the 48 builds deleted as unrouted (with the
-  // sm90_svdq_wgmma / swap / narrow programs; docs/lab/ has what was measured of them):
-  // sm80_gemm_bm128_s4_t2, sm90_wgmma_bm128_s4, sm90_ws_bn256_s6_b2, sm90_ws_bn256_s6_b3, sm90_ws_bn128_s8_b3,
-  // sm90_ws_bn192_s6_b3, sm90_ws_bn192_s8_b2, sm90_swap_bm24_s12_b4, sm90_swap_bm72_s12_b4, sm90_swap_bm136_s10_b4,
-  // sm90_ws_bn256_s8_b3_d2, sm90_ws_bn128_s8_b3_d2, sm90_a16_bm24_s12_rs, sm90_a16_bm24_s12_ss, sm90_a16_bm72_s8_ss,
-  // sm90_a16_bm40_s8_rs, sm90_a16_bm40_s6_ss, sm90_ws16_bn256_s6_b4, sm90_ws16_bn256_s8_b5, sm90_a16_bm72_s8_t4_dq8,
-  // sm90_a16_bm72_s8_t4_dq4, sm90_a16_bm136_s8_t4_dq8, sm90_a16_bm72_s8_t4_dq8_c2, sm90_ws16_bn256_s8_b5_c2,
-  // sm90_a16_bm72_s12_t4_dq8_g2_p4, sm90_a16_bm72_s12_t8_dq8_g4_p4, sm90_a16_bm72_s8_t8_dq8_g4_p4,
-  // sm90_a16_bm136_s8_t8_dq8_g4_p4, sm90_a16_bm72_s8_t8_dq8_g4_p4_c2, sm90_nw_w3_bn32_s8_b4_dq4_p4_t4,
-  // sm90_nw_w1_bn32_s8_b4_dq4_p4_t4, sm90_ws16_bn256_s8_b4_a2_d2, sm90_ws16a_bn256_s4_b4,
-  // sm90_ws16a_bn256_s4_b4_pers, sm90_ws16_bn256_s4_b4_a4_d2_ss, smxx_dec_m32_j1_w4_s6, sm90_ws16_bn256_s8_b5_lean,
-  // sm90_ws_bn256_s8_b3_d2_lean, sm90_ws16_bn256_s8_b5_lean_pers, sm90_ws16_bn256_s8_b5_lean_pers_fuse,
-  // sm90_ws16_bn256_s8_b5_lean_pers_split, sm90_ws16_bn256_s8_b5_lean_pers_pairs,
-  // sm90_ws16_bn256_s8_b5_lean_pers_split_pairs, sm90_ws16_bn256_s6_b5_lean_pers_pairs_d2,
-  // sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2, sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse,
-  // sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean, sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean.
   // Every build here is routed (the route table, router.cpp's heuristic, the copy and one-pass selections) except
-  // sm90_a16_bm72_s8_f_dq8_g4_p4_x2, the runner-up of data/routes/sm_90a.json's 129-row records, which the table's
+  // sm90_swap_m72_s8_dq8_t8_fused, the runner-up of data/routes/sm_90a.json's 129-row records, which the table's
   // parser requires to exist.
-  return {
-      gemm("sm80_gemm_bm128_s4_t1", 128, 4, 1),
-      gemm("sm80_gemm_bm64_s4_t1", 64, 4, 1),
-      gemm("sm80_gemm_bm64_s6_t2", 64, 6, 2),
-      quant_lora("smxx_quant_lora_s4", 4),
-      quant_lora("smxx_quant_lora_s8", 8),
-      dequant_fp16("smxx_dequant_fp16", 256, 2),
-      dequant_fp16("smxx_dequant_fp16_pairs", 256, 2, true),
+  std::vector<Build> v = {
+      gemm(128, 4, 1),
+      gemm(64, 4, 1),
+      gemm(64, 6, 2),
+      quant_lora(4),
+      quant_lora(8),
+      dequant_fp16(256, 2),
+      dequant_fp16(256, 2, true),
       // Small M on FP16 A: B into RS fragments beyond one wave, into two FP16 tiles (SS) within one (136-row tiles).
-      sm90_swap_a16("sm90_a16_bm72_s8_rs", 72, 8, true),
-      sm90_swap_a16("sm90_a16_bm136_s6_rs", 136, 6, true),
-      sm90_swap_a16("sm90_a16_bm136_s6_ss", 136, 6, false),
+      sm90_swap_a16(72, 8, true),
+      sm90_swap_a16(136, 6, true),
+      sm90_swap_a16(136, 6, false),
+      // The dequant-warp builds on FP16 A: the fused-ring form (the table's runner-up at M = 129), and the 16-slot
+      // forms with 4 FP16 tiles (routed: 72 rows within one wave, 24 rows always).
+      sm90_swap_a16(72, 8, false, 8, 8, true),
+      sm90_swap_a16(72, 16, false, 8, 4),
+      sm90_swap_a16(24, 16, false, 8, 4),
+      decode(1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
       // The FP16-B build of 128x128 tiles: one wave of them where 128x256 tiles would take as many waves.
-      sm90_ws("sm90_ws16_bn128_s8_b6", 128, 8, 6),
-      // The dequant-team builds on FP16 A: the fused-ring form (the table's runner-up at M = 129), and the 16-slot
-      // forms with 4 FP16 tiles and two K tiles per consumer step (routed: 72 rows within one wave, 24 rows always).
-      sm90_swap_a16("sm90_a16_bm72_s8_f_dq8_g4_p4_x2", 72, 8, false, 8, 8, true),
-      sm90_swap_a16("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", 72, 16, false, 8, 4),
-      sm90_swap_a16("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", 24, 16, false, 8, 4),
-      decode("smxx_dec_m16_j1_w4_s8", 1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
-      // The lean FP16-B forms with their consumers' fragments in the PAIRS order (half of one code word per quad
-      // lane and K group: 3 instructions per fragment register instead of 4 before its multiply, 8 code-word loads
-      // per K tile instead of 16), B's copy by smxx_dequant_fp16_pairs. Same bits (the wgmma's 16 products per k16
-      // step are summed the same whatever their positions: bench/micro/k16_order.cu). GEMM launches 3.6-4.6% faster
-      // than the plain order on zero operands, the op 0.1-2.1% on random ones, where the clock is power-bound
-      // (docs/lab/results/2026-12-02_h200_pairs.md). This one, not persistent: one wave of 128x256 tiles.
-      sm90_ws("sm90_ws16_bn256_s8_b5_lean_pairs", 256, 8, 5, true),
-      // The persistent pairs forms with the TMA-store epilogue (EPI_TMA): the consumers write the BF16 tile into a
-      // staging area (three 16 KiB boxes + the d buffer; one B tile and two packed slots fewer for the room) and go
-      // on with the next tile while warp 3 stores it. The epilogue's global stores had cost ~7% at K = 3072
-      // (timing with none of them, bench/micro/ws_trace.cu -DFAKE_STORE=1). The split form's B ring is loaded by
-      // warp 2 (the producer thread then issues only the packed slots).
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", 256, 6, 4, true, true),
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi", 256, 6, 4, true, true, true),
-      // The pairs / TMA-store-epilogue form with the stream-K tail: no SM idle in a partial last round (e.g. 9216 x
-      // 3072: 864 tiles are 6.55 rounds of 132, which whole tiles take 7 rounds for). The heuristic's pick for two or
-      // three rounds with the last at most half full (0.75-0.91x the time of `_pairs_epi` there); with the last
-      // round nearly full 4.7-7.8% slower (docs/lab/results/2026-12-03_h200_stream_k.md §5).
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", 256, 6, 4, true, true, false, true),
-      // The routed pairs / TMA-store-epilogue forms on the transposed product (TRANS): for N > M the FP16 copy
-      // launch writes A (M x K) instead of B (N x K); the epilogue stages each tile transposed.
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t", 256, 6, 4, true, true, false, false, true),
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi_t", 256, 6, 4, true, true, true, false, true),
-      // The pairs / TMA-store-epilogue form with FUSE_B and IDLE: the copy launch writes the column tiles of B the
-      // first round reads (column-major raster); the G - T % G CTAs a partial last round of T tiles would leave idle
-      // convert the others (all their warps) during the first round, and take their tiles from the second round on,
-      // so the rounds stay ceil(T / G); they convert the last column tiles (one per 3 converters at most:
-      // idle_split), the copy launch the others.
-      sm90_ws("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle", 256, 6, 4, true, true, false, false, false, true),
+      sm90_ws(128, 8, 6),
+      // The pairs forms (lean dequantization in the pairs order, B's copy by smxx_dequant_fp16_pairs; the reasons and
+      // measurements: kernels/sm90/ws/config.cuh). This one, not persistent: one wave of 128x256 tiles.
+      sm90_ws(256, 8, 5, true),
+      // Persistent, the epilogue staged and stored by TMA (one B tile and two packed slots fewer for its room); its
+      // SPLIT_B twin (warp 2 loads the B ring).
+      sm90_ws(256, 6, 4, true, true),
+      sm90_ws(256, 6, 4, true, true, true),
+      // With the stream-K tail: no SM idle in a partial last round (e.g. 9216 x 3072: 864 tiles are 6.55 rounds of
+      // 132). The heuristic's pick for two or three rounds with the last at most half full (0.75-0.91x the time of
+      // the persistent build there); with the last round nearly full 4.7-7.8% slower
+      // (docs/lab/results/2026-12-03_h200_stream_k.md §5).
+      sm90_ws(256, 6, 4, true, true, false, true),
+      // On the transposed product (TRANS): for N > M the FP16 copy launch writes A (M x K) instead of B (N x K); the
+      // epilogue stages each tile transposed.
+      sm90_ws(256, 6, 4, true, true, false, false, true),
+      sm90_ws(256, 6, 4, true, true, true, false, true),
+      // IDLE: the copy launch writes the column tiles of B the first round reads (column-major raster); the G - T % G
+      // CTAs a partial last round of T tiles would leave idle convert the others (all their warps) during the first
+      // round, and take their tiles from the second round on, so the rounds stay ceil(T / G); they convert the last
+      // column tiles (one per 3 converters at most: idle_split), the copy launch the others.
+      sm90_ws(256, 6, 4, true, true, false, false, false, true),
   };
+  for (Build& b : v) {
+    b.id = derived_id(b);
+    b.kernel_name = "svdq_" + b.id;
+  }
+  return v;
 }
 
 const std::map<std::string, std::string>& source_map() {
@@ -309,10 +352,15 @@ const std::vector<Build>& all_builds() {
 }
 
 const Build* find_build(const std::string& id) {
+  const auto former = former_ids().find(id);
+  const std::string& want = former == former_ids().end() ? id : former->second;
   for (const auto& b : all_builds())
-    if (b.id == id) return &b;
+    if (b.id == want) return &b;
   return nullptr;
 }
+
+const std::vector<std::string>& retired_ids() { return retired(); }
+const std::map<std::string, std::string>& former_build_ids() { return former_ids(); }
 
 const Build& build_by_id(const std::string& id) {
   if (const Build* b = find_build(id)) return *b;

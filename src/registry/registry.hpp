@@ -3,6 +3,7 @@
 // Build IDs are stable and append-only: never renumbered or reused.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,7 @@ enum class Program : int {
 const char* program_name(Program p);
 
 struct Build {
-  std::string id;       // stable, e.g. "sm80_gemm_bm128_s4_t1"
+  std::string id;       // derived_id: e.g. "sm80_gemm_m128_s4_t1"
   Program program = Program::PortableGemm;
   int min_cc = 80;      // lowest compute capability (major*10 + minor) this build runs on
   int max_cc = 0;       // highest, for arch-specific programs (0: no upper bound)
@@ -81,8 +82,15 @@ struct Build {
 };
 
 const std::vector<Build>& all_builds();
-const Build& build_by_id(const std::string& id);  // throws svdq::Error for an unknown ID
-const Build* find_build(const std::string& id);   // nullptr for an unknown ID
+// A build by its ID or a former one (former_build_ids): throws svdq::Error for an unknown ID / returns nullptr.
+const Build& build_by_id(const std::string& id);
+const Build* find_build(const std::string& id);
+// IDs are derived from the configuration, defaults left out: <program>_<tile>_s<ring slots>[_b<B tiles>|_t<FP16
+// tiles>]_<forms>, e.g. sm90_ws_n256_s6_b4_pairs_pers_sk, sm90_swap_m72_s16_dq8_t4, sm80_gemm_m64_s6_t2.
+std::string derived_id(const Build& b);
+// IDs of deleted builds (never reused) and the registered builds' IDs before they were derived (old -> new).
+const std::vector<std::string>& retired_ids();
+const std::map<std::string, std::string>& former_build_ids();
 std::vector<const Build*> usable_builds(int cc);  // builds that run on that CC and whose smem fits it
 int max_smem_optin_for_cc(int cc);               // dynamic shared memory a block may opt into, by CC
 

@@ -24,9 +24,9 @@ const registry::Build& small_m_build(int sm_count, const MmShape& s) {
     const char *one_wave, *more_waves;  // the build while the CTAs fit one wave, and beyond it
   };
   static const Tile kTiles[] = {
-      {24, 0.29, "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2"},
-      {72, 0.33, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", "sm90_a16_bm72_s8_rs"},
-      {136, 0.48, "sm90_a16_bm136_s6_ss", "sm90_a16_bm136_s6_rs"}};
+      {24, 0.29, "sm90_swap_m24_s16_dq8_t4", "sm90_swap_m24_s16_dq8_t4"},
+      {72, 0.33, "sm90_swap_m72_s16_dq8_t4", "sm90_swap_m72_s8_rs"},
+      {136, 0.48, "sm90_swap_m136_s6_ss", "sm90_swap_m136_s6_rs"}};
   const Tile* best = nullptr;
   int64_t best_ctas = 0;
   double best_cost = 0.0;
@@ -52,12 +52,12 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // column tiles (its column-major order streams A once per column tile). The measurements behind each threshold:
   // docs/design.md, "Why the heuristic picks what it does".
   constexpr int64_t kIdleMaxColTiles = 16;
-  const registry::Build& wide = registry::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
-  const registry::Build& wide_idle = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
-  const registry::Build& wide_pers = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
-  const registry::Build& wide_sk = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
-  const registry::Build& wide_pers_t = registry::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t");
-  const registry::Build& narrow = registry::build_by_id("sm90_ws16_bn128_s8_b6");
+  const registry::Build& wide = registry::build_by_id("sm90_ws_n256_s8_b5_pairs");
+  const registry::Build& wide_idle = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_idle");
+  const registry::Build& wide_pers = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers");
+  const registry::Build& wide_sk = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_sk");
+  const registry::Build& wide_pers_t = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_trans");
+  const registry::Build& narrow = registry::build_by_id("sm90_ws_n128_s8_b6");
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
     if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);
     const int64_t row_tiles = (s.m + 127) / 128;
@@ -83,16 +83,16 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // Portable, decode-sized M: the decode program (8 weight rows per warp, one mma chain each): a 64-row GEMM tile
   // would leave nearly all of its rows empty.
   if (s.m <= kDecodeMaxM) {
-    const registry::Build& dec = registry::build_by_id("smxx_dec_m16_j1_w4_s8");
+    const registry::Build& dec = registry::build_by_id("smxx_decode_m16_j1_w4_s8");
     if (dec.smem_bytes <= smem_optin && dec.smem_bytes + 1024 <= smem_per_sm) return dec;
   }
   // Portable: with at least one wave of 128-row tiles the single-buffer 128x128 build (two CTAs per SM); below that,
   // 64-row tiles with the software-pipelined double buffer (one CTA per SM, latency-bound).
   const int64_t tiles128 = (s.m + 127) / 128 * ((s.n + 127) / 128);
-  if (tiles128 >= sm_count) return registry::build_by_id("sm80_gemm_bm128_s4_t1");
-  const registry::Build& pipelined = registry::build_by_id("sm80_gemm_bm64_s6_t2");
+  if (tiles128 >= sm_count) return registry::build_by_id("sm80_gemm_m128_s4_t1");
+  const registry::Build& pipelined = registry::build_by_id("sm80_gemm_m64_s6_t2");
   const bool fits = pipelined.smem_bytes <= smem_optin && pipelined.smem_bytes + 1024 <= smem_per_sm;
-  return fits ? pipelined : registry::build_by_id("sm80_gemm_bm64_s4_t1");
+  return fits ? pipelined : registry::build_by_id("sm80_gemm_m64_s4_t1");
 }
 
 const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& s) {

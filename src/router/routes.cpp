@@ -57,7 +57,9 @@ RouteTable RouteTable::parse(const std::string& json_text, const std::string& or
   t.device = jsonf::string_field(doc, "device", org, "the file");
   t.created = jsonf::string_field(doc, "created", org, "the file");
   t.svdq = jsonf::string_field(doc, "svdq", org, "the file");
-  t.command = jsonf::string_field(doc, "command", org, "the file");
+  t.provenance = doc.contains("command") && !doc.contains("provenance")
+                     ? jsonf::string_field(doc, "command", org, "the file")
+                     : jsonf::string_field(doc, "provenance", org, "the file");
   const json& recs = jsonf::member(doc, "records", org, "the file");
   if (!recs.is_array()) jsonf::fail(org, "field 'records' must be an array");
   std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>> seen;
@@ -76,10 +78,12 @@ RouteTable RouteTable::parse(const std::string& json_text, const std::string& or
     rec.us = jsonf::number_field(r, "us", org, where, 0.0);
     rec.runner_up = jsonf::string_field(r, "runner_up", org, where);
     rec.runner_up_us = jsonf::number_field(r, "runner_up_us", org, where, 0.0);
-    const auto check_build = [&](const std::string& id) {
+    // (a former build ID, in a table of an older svdq, is read as its build's ID now)
+    const auto check_build = [&](std::string& id) {
       const registry::Build* b = registry::find_build(id);
       if (!b) jsonf::fail(org, where + ": unknown build id '" + id + "'");
       if (!registry::is_gemm(*b)) jsonf::fail(org, where + ": build '" + id + "' is not a GEMM build");
+      id = b->id;
     };
     check_build(rec.build);
     if (!rec.runner_up.empty()) check_build(rec.runner_up);
@@ -109,7 +113,7 @@ std::string RouteTable::to_json() const {
   doc["device"] = device;
   doc["created"] = created;
   doc["svdq"] = svdq;
-  doc["command"] = command;
+  doc["provenance"] = provenance;
   doc["records"] = recs;
   return doc.dump(1) + "\n";
 }
@@ -151,7 +155,8 @@ RouteTable merged(const RouteTable& base, const RouteTable& update) {
     throw Error(ErrorCode::InvalidArgument, "cannot update a route table for " + base.arch + " with records measured for " +
                                                 update.arch);
   RouteTable out = update;
-  out.command = base.command.empty() ? update.command : base.command + " && " + update.command;
+  out.provenance = base.records.empty() ? update.provenance
+                                         : update.provenance + "; the other rows from the table of " + base.created;
   out.records = base.records;
   for (const RouteRecord& r : update.records) {
     auto it = std::find_if(out.records.begin(), out.records.end(),

@@ -29,7 +29,9 @@ struct RouteTable {
   std::string device;   // the GPU it was measured on
   std::string created;  // UTC date
   std::string svdq;     // svdq version string of the tuning run
-  std::string command;  // the command line that produced it
+  // One line on how it was made (svdq tune writes: the device, how many shapes and candidate builds, the repeats);
+  // a table of an older svdq has its command line here (field "command" in its file).
+  std::string provenance;
   std::vector<RouteRecord> records;
 
   // Throws svdq::Error(InvalidArgument) naming `origin` and the offending field: malformed JSON, a missing or
@@ -56,7 +58,7 @@ RouteRecord pick_record(const MmShape& shape, const std::vector<Measured>& candi
                         double keep_tolerance);
 
 // `base` after a retune: each record of `update` replaces base's record for the same shape or is appended; the
-// metadata is update's, the command both commands in order. Tables for different arches are an error.
+// metadata is update's, its provenance update's plus the date of the table base's other rows came from. Tables for different arches are an error.
 RouteTable merged(const RouteTable& base, const RouteTable& update);
 
 // The embedded table for `arch` ("sm_90a", ...) or nullptr if none ships.

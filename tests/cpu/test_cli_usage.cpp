@@ -38,7 +38,7 @@ TEST(CliUsage, TuneRejectsUnknownAndNonGemmBuilds) {
   const auto out = std::filesystem::temp_directory_path() / "svdq_cli_usage_table.json";
   std::filesystem::remove(out);
   CliResult r =
-      run_cli("tune --out " + out.string() + " --builds sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi,no_such_build");
+      run_cli("tune --out " + out.string() + " --builds sm90_ws_n256_s6_b4_pairs_pers,no_such_build");
   EXPECT_EQ(r.code, 64) << r.out;
   EXPECT_NE(r.out.find("no_such_build"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--builds"), std::string::npos) << r.out;

@@ -40,6 +40,44 @@ TEST(Registry, IdsUniqueAndNamesWellFormed) {
   EXPECT_THROW(reg::build_by_id("no_such_build"), svdq::Error);
 }
 
+// An ID says what the build is: derived from its whole configuration, so two builds that differ anywhere have
+// different IDs and one that is the same has the same; no ID names a deleted build or another build's former name.
+// The former names still find their builds (older route tables, SVDQ_FORCE_BUILD, --builds).
+TEST(Registry, IdsAreDerivedFromTheConfigurationAndNeverReused) {
+  const std::set<std::string> retired(reg::retired_ids().begin(), reg::retired_ids().end());
+  EXPECT_EQ(retired.size(), reg::retired_ids().size());
+  std::set<std::string> targets;
+  for (const auto& [old_id, new_id] : reg::former_build_ids()) {
+    SCOPED_TRACE(old_id);
+    const reg::Build* b = reg::find_build(old_id);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->id, new_id);
+    EXPECT_EQ(&reg::build_by_id(old_id), b);
+    EXPECT_EQ(retired.count(old_id), 0u);
+    EXPECT_TRUE(targets.insert(new_id).second) << "two former IDs name " << new_id;
+  }
+  for (const auto& b : reg::all_builds()) {
+    SCOPED_TRACE(b.id);
+    EXPECT_EQ(b.id, reg::derived_id(b));
+    EXPECT_EQ(b.kernel_name, "svdq_" + b.id);
+    EXPECT_EQ(retired.count(b.id), 0u);
+    EXPECT_EQ(reg::former_build_ids().count(b.id), 0u);
+    EXPECT_TRUE(std::regex_match(b.id, std::regex("^(sm80|sm90|smxx)_[a-z0-9_]+$")));
+  }
+  // One meaning per abbreviation: a change of one parameter changes the ID in its own field.
+  reg::Build ws = reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers");
+  ws.stream_k = true;
+  EXPECT_EQ(reg::derived_id(ws), "sm90_ws_n256_s6_b4_pairs_pers_sk");
+  ws.tile_bufs = 5;
+  EXPECT_EQ(reg::derived_id(ws), "sm90_ws_n256_s6_b5_pairs_pers_sk");
+  reg::Build swap = reg::build_by_id("sm90_swap_m72_s16_dq8_t4");
+  swap.bm = 24;
+  EXPECT_EQ(reg::derived_id(swap), "sm90_swap_m24_s16_dq8_t4");
+  swap.fused = true;
+  EXPECT_EQ(reg::derived_id(swap), "sm90_swap_m24_s16_dq8_t4_fused");
+  EXPECT_EQ(reg::derived_id(reg::build_by_id("sm90_swap_m136_s6_rs")), "sm90_swap_m136_s6_rs");
+}
+
 TEST(Registry, RenderingIsDeterministic) {
   for (const auto& b : reg::all_builds()) {
     EXPECT_EQ(reg::render(b), reg::render(b));
@@ -49,7 +87,7 @@ TEST(Registry, RenderingIsDeterministic) {
 }
 
 TEST(Registry, IncludedHeadersAreTransitive) {
-  const auto& gemm = reg::build_by_id("sm80_gemm_bm128_s4_t1");
+  const auto& gemm = reg::build_by_id("sm80_gemm_m128_s4_t1");
   const auto hs = reg::included_headers(gemm);
   for (const char* h : {"portable/sm80_svdq_gemm.cuh", "common/sm80_ptx.cuh", "common/smxx_dequant.cuh",
                         "common/smxx_nvfp4_codec.cuh", "common/smxx_hd.cuh", "common/smxx_params.cuh"})
@@ -72,39 +110,39 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   const int h_sm = 132, h_smem_sm = 233472, h_optin = 232448;
   // 384 tiles of 128x256: 3 waves, the last 120 of 132: the persistent form whose 12 idle CTAs convert part of B
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
+            "sm90_ws_n256_s6_b4_pairs_pers_idle");
   // M <= 256: swap-AB on FP16 A. 129 rows: 72-row tiles (2 x 48 = 96 CTAs, one per SM), at every rank the build
   // with dequant teams taking K tiles in turn and two K tiles per consumer step.
   for (int r : {32, 64, 96, 128})
     EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, r, true}).id,
-              "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2")
+              "sm90_swap_m72_s16_dq8_t4")
         << r;
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 32, false}).id,
-            "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
+            "sm90_swap_m24_s16_dq8_t4");
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 128, false}).id,
-            "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
+            "sm90_swap_m24_s16_dq8_t4");
   // 24-row tiles beyond one wave (1 x 12288: 192 CTAs) keep the dequant-team build (measured faster than RS).
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 12288, 12288, 32, false}).id,
-            "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
+            "sm90_swap_m24_s16_dq8_t4");
   // 44 rows: 2 x 48 = 96 tiles of 24 rows (one wave) before 48 of 72.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {44, 3072, 3072, 32, false}).id,
-            "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
+            "sm90_swap_m24_s16_dq8_t4");
   // More CTAs than SMs (2 x 192 = 384 of 72 rows: 3 waves; 192 of 136: 2 waves): B into RS fragments.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 12288, 3072, 32, false}).id,
-            "sm90_a16_bm136_s6_rs");
+            "sm90_swap_m136_s6_rs");
   // 256 rows: 2 x 48 = 96 tiles of 136 rows.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {256, 3072, 3072, 32, false}).id,
-            "sm90_a16_bm136_s6_ss");
+            "sm90_swap_m136_s6_ss");
   // Above kSwapMaxM: the warp-specialized program. 3 x 12 = 36 tiles of 128x256 or 72 of 128x128: one wave
   // either way, and a 128x128 wave is shorter.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {257, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn128_s8_b6");
+            "sm90_ws_n128_s8_b6");
   // 10 x 12 = 120 tiles of 128x256 (one wave) against 240 of 128x128 (two): measured 64.6 vs 86.2 us.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1280, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s8_b5_lean_pairs");
+            "sm90_ws_n256_s8_b5_pairs");
   // 11 x 12 = 132 tiles: exactly one full wave of 128x256 tiles.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1408, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn256_s8_b5_lean_pairs");
+            "sm90_ws_n256_s8_b5_pairs");
   // Two or three waves of 128x256 tiles, the last at most half full, at least 6 row tiles: the persistent form with
   // the stream-K tail (24 x 12 = 288 tiles, 24 in the last round; 12 / 14 / 16 x 12 = 144 / 168 / 192; 6 x 48 = 288).
   // Else the persistent form: the last round more than half full (4096 x 3072: 384 tiles, 120 of 132; 6912 x 3072:
@@ -114,8 +152,8 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   // stream-K form would apply if N >= 8 M (768 x 12288: 6 x 48 = 288 tiles). With N <= M, a partial last round and
   // at most 16 column tiles, the persistent form's IDLE twin (its converters: the last round's empty slots), not
   // for whole rounds (4224 x 3072: 33 x 12 = 396 tiles) nor 48 column tiles (16384 x 12288).
-  const std::string sk = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", pers = "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi",
-                    pers_t = pers + "_t", idle = pers + "_idle";
+  const std::string sk = "sm90_ws_n256_s6_b4_pairs_pers_sk", pers = "sm90_ws_n256_s6_b4_pairs_pers",
+                    pers_t = pers + "_trans", idle = pers + "_idle";
   for (const auto& [s, id] : std::vector<std::pair<svdq::router::MmShape, std::string>>{
            {{3072, 3072, 3072, 32, true}, sk},   {{1536, 3072, 3072, 32, true}, sk},
            {{1792, 3072, 3072, 32, true}, sk},   {{2048, 3072, 3072, 32, true}, sk},
@@ -132,32 +170,32 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
   }
   // 5 x 12 = 60 tiles of 128x256 (one wave) against 120 of 128x128 (one wave): 128x128.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {640, 3072, 3072, 32, true}).id,
-            "sm90_ws16_bn128_s8_b6");
+            "sm90_ws_n128_s8_b6");
   // The same SM count and memory without sm_90a (e.g. routing for the portable fallback) picks portable builds.
   EXPECT_EQ(svdq::router::heuristic_gemm(80, h_sm, h_smem_sm, h_optin, {4096, 3072, 3072, 32, true}).id,
-            "sm80_gemm_bm128_s4_t1");
+            "sm80_gemm_m128_s4_t1");
   EXPECT_EQ(svdq::router::heuristic_gemm(80, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, 32, true}).id,
-            "sm80_gemm_bm64_s6_t2");
+            "sm80_gemm_m64_s6_t2");
   // RTX 4090-like (8.9): 100 KiB per SM; the 96 KiB pipelined build still fits one CTA.
   EXPECT_EQ(svdq::router::heuristic_gemm(89, 128, 102400, 101376, {4096, 3072, 3072, 32, true}).id,
-            "sm80_gemm_bm128_s4_t1");
+            "sm80_gemm_m128_s4_t1");
   EXPECT_EQ(svdq::router::heuristic_gemm(89, 128, 102400, 101376, {33, 3072, 3072, 32, false}).id,
-            "sm80_gemm_bm64_s6_t2");
+            "sm80_gemm_m64_s6_t2");
   // Decode-sized M off Hopper: the decode program (its 81 KiB fit every sm_80+ GPU), up to 32 rows; on 9.0 the
   // swap-AB program keeps M = 1 (measured faster there, except within ~4% at N = K = 3072).
   for (int cc : {80, 86, 89, 100, 120})
     for (int64_t m : {1, 16, 32}) {
       SCOPED_TRACE("cc " + std::to_string(cc) + " M " + std::to_string(m));
-      EXPECT_EQ(svdq::router::heuristic_gemm(cc, 128, 102400, 101376, {m, 3072, 3072, 32, false}).id, "smxx_dec_m16_j1_w4_s8");
+      EXPECT_EQ(svdq::router::heuristic_gemm(cc, 128, 102400, 101376, {m, 3072, 3072, 32, false}).id, "smxx_decode_m16_j1_w4_s8");
     }
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {16, 3072, 3072, 32, false}).id,
-            "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
+            "sm90_swap_m24_s16_dq8_t4");
   // A device with less shared memory than the pipelined build needs falls back to the single-buffer 64-row build,
   // and with less than the decode build needs, also at M = 1.
   EXPECT_EQ(svdq::router::heuristic_gemm(86, 84, 90000, 90000, {64, 3072, 3072, 32, false}).id,
-            "sm80_gemm_bm64_s4_t1");
+            "sm80_gemm_m64_s4_t1");
   EXPECT_EQ(svdq::router::heuristic_gemm(86, 84, 65536, 65536, {1, 3072, 3072, 32, false}).id,
-            "sm80_gemm_bm64_s4_t1");
+            "sm80_gemm_m64_s4_t1");
   for (int64_t m : {1, 44, 129, 1000, 4096, 16384}) {
     const auto& b = svdq::router::heuristic_gemm(80, 108, 167936, 166912, {m, 3072, 3072, 64, true});
     EXPECT_LE(b.smem_bytes, 166912);
@@ -175,9 +213,9 @@ TEST(Router, SmallMBuildsAsTheFormerSsRsDqTable) {
     bool dq_any_waves;
   };
   const OldTile old_tiles[] = {
-      {24, 0.29, "sm90_a16_bm24_s12_ss", "sm90_a16_bm24_s12_rs", "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", true},
-      {72, 0.33, "sm90_a16_bm72_s8_ss", "sm90_a16_bm72_s8_rs", "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", false},
-      {136, 0.48, "sm90_a16_bm136_s6_ss", "sm90_a16_bm136_s6_rs", nullptr, false}};
+      {24, 0.29, "sm90_a16_bm24_s12_ss", "sm90_a16_bm24_s12_rs", "sm90_swap_m24_s16_dq8_t4", true},
+      {72, 0.33, "sm90_a16_bm72_s8_ss", "sm90_swap_m72_s8_rs", "sm90_swap_m72_s16_dq8_t4", false},
+      {136, 0.48, "sm90_swap_m136_s6_ss", "sm90_swap_m136_s6_rs", nullptr, false}};
   auto old_rule = [&](int sm_count, int64_t m, int64_t n) {
     const OldTile* best = nullptr;
     int64_t best_ctas = 0;
@@ -211,8 +249,8 @@ TEST(Router, SmallMBuildsAsTheFormerSsRsDqTable) {
       }
   // Each build the table names is returned somewhere on the grid, and only those.
   EXPECT_EQ(seen.size(), 5u);
-  for (const char* id : {"sm90_a16_bm24_s16_t4_dq8_g4_p4_x2", "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2",
-                         "sm90_a16_bm72_s8_rs", "sm90_a16_bm136_s6_ss", "sm90_a16_bm136_s6_rs"})
+  for (const char* id : {"sm90_swap_m24_s16_dq8_t4", "sm90_swap_m72_s16_dq8_t4",
+                         "sm90_swap_m72_s8_rs", "sm90_swap_m136_s6_ss", "sm90_swap_m136_s6_rs"})
     EXPECT_GT(seen[id], 0) << id;
 }
 
@@ -220,8 +258,8 @@ TEST(Router, SmallMBuildsAsTheFormerSsRsDqTable) {
 // (H200: 132 SMs).
 TEST(Router, RasterGroupsForMoreThanOneWave) {
   namespace rt = svdq::router;
-  const auto& pers = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
-  const auto& ws = reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
+  const auto& pers = reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers");
+  const auto& ws = reg::build_by_id("sm90_ws_n256_s8_b5_pairs");
   EXPECT_EQ(rt::kRasterRows, 32);
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, pers), rt::kRasterRows);  // 128 x 48 tiles
   EXPECT_EQ(rt::heuristic_raster(132, {4096, 3072, 12288, 32, true}, ws), rt::kRasterRows);     // 32 x 12
@@ -235,11 +273,11 @@ TEST(Router, RasterGroupsForMoreThanOneWave) {
   clustered.cluster = 2;
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, clustered), 0);
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true},
-                                 reg::build_by_id("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2")),
+                                 reg::build_by_id("sm90_swap_m72_s16_dq8_t4")),
             0);
-  EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, reg::build_by_id("sm80_gemm_bm128_s4_t1")), 0);
+  EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, reg::build_by_id("sm80_gemm_m128_s4_t1")), 0);
   // FUSE_B builds: one group of all row tiles (column-major), whatever B's size; one row tile: row-major.
-  const auto& fuse = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
+  const auto& fuse = reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_idle");
   EXPECT_EQ(rt::heuristic_raster(132, {4096, 3072, 3072, 32, true}, fuse), 32);
   EXPECT_EQ(rt::heuristic_raster(132, {6889, 12288, 3072, 32, true}, fuse), 54);
   EXPECT_EQ(rt::heuristic_raster(132, {100, 3072, 3072, 32, true}, fuse), 0);
@@ -307,11 +345,11 @@ TEST(Router, ProgramNeedingANewerToolkitFallsBack) {
   h200.sm_count = 132;
   h200.smem_per_sm = 233472;
   h200.smem_optin = 232448;
-  const auto& hopper = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi");
+  const auto& hopper = reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers");
   EXPECT_EQ(&svdq::router::with_toolkit_fallback(hopper, 130, h200, {4096, 3072, 3072, 32, true}), &hopper);
   // Pretend the toolkit predates the program: the router falls back to the portable choice for the shape.
   const auto& fb = svdq::router::with_toolkit_fallback(hopper, hopper.min_nvrtc - 1, h200, {4096, 3072, 3072, 32, true});
-  EXPECT_EQ(fb.id, "sm80_gemm_bm128_s4_t1");
+  EXPECT_EQ(fb.id, "sm80_gemm_m128_s4_t1");
   std::string why;
   EXPECT_FALSE(reg::toolkit_supports(hopper, hopper.min_nvrtc - 1, &why));
   EXPECT_NE(why.find("sm90_svdq_ws"), std::string::npos) << why;
@@ -413,20 +451,20 @@ static std::string rendered_targs(const reg::Build& b, const std::string& fn) {
 // Swap-A16 template arguments: BM, STAGES, B_REGS; the dequant-warp builds DQW, TSTAGES and FUSED too.
 TEST(Registry, SwapA16TemplateArgumentsRender) {
   auto targs = [](const reg::Build& b) { return rendered_targs(b, "sm90_svdq_swap_a16"); };
-  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm136_s6_ss")), "136, 6, false");
-  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm136_s6_rs")), "136, 6, true");
-  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_rs")), "72, 8, true");
-  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s16_t4_dq8_g4_p4_x2")), "72, 16, false, 8, 4, false");
-  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2")), "24, 16, false, 8, 4, false");
-  EXPECT_EQ(targs(reg::build_by_id("sm90_a16_bm72_s8_f_dq8_g4_p4_x2")), "72, 8, false, 8, 8, true");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_swap_m136_s6_ss")), "136, 6, false");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_swap_m136_s6_rs")), "136, 6, true");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_swap_m72_s8_rs")), "72, 8, true");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_swap_m72_s16_dq8_t4")), "72, 16, false, 8, 4, false");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_swap_m24_s16_dq8_t4")), "24, 16, false, 8, 4, false");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_swap_m72_s8_dq8_t8_fused")), "72, 8, false, 8, 8, true");
 }
 
 // ws template arguments after BSTAGES (PAIRS, PERSIST, SPLIT_B, SK, TRANS, IDLE) up to the last one set.
 TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   auto targs = [](const reg::Build& b) { return rendered_targs(b, "sm90_svdq_ws"); };
-  EXPECT_EQ(targs(reg::build_by_id("sm90_ws16_bn128_s8_b6")), "128, 8, 6");
+  EXPECT_EQ(targs(reg::build_by_id("sm90_ws_n128_s8_b6")), "128, 8, 6");
   // The pairs form (lean dequantization, SS rank steps), not persistent.
-  const reg::Build& lean_pairs = reg::build_by_id("sm90_ws16_bn256_s8_b5_lean_pairs");
+  const reg::Build& lean_pairs = reg::build_by_id("sm90_ws_n256_s8_b5_pairs");
   EXPECT_EQ(targs(lean_pairs), "256, 8, 5, true");
   EXPECT_TRUE(lean_pairs.pairs && lean_pairs.lean && !lean_pairs.persistent && reg::needs_fp16_b(lean_pairs));
   EXPECT_EQ(&reg::dequant_fp16_for(lean_pairs), &reg::build_by_id("smxx_dequant_fp16_pairs"));
@@ -447,7 +485,7 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   // The TMA-store epilogue, persistent: three 16 KiB staging boxes, the tile's 512 bias bytes and three barriers
   // more, one B tile (32 KiB) and two packed slots fewer than the pairs ring without it (the persistent loop and
   // SPLIT_B, warp 2 loading the B ring, take no shared memory of their own).
-  for (const char* id : {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi"}) {
+  for (const char* id : {"sm90_ws_n256_s6_b4_pairs_pers", "sm90_ws_n256_s6_b4_pairs_pers_splitb"}) {
     const reg::Build& epi = reg::build_by_id(id);
     const bool split = epi.split_b;
     EXPECT_EQ(targs(epi), std::string("256, 6, 4, true, true") + (split ? ", true" : "")) << id;
@@ -459,14 +497,14 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
     EXPECT_EQ(epi.threads, lean_pairs.threads) << id;
     EXPECT_NE(epi.description().find("stored by TMA from warp 3"), std::string::npos) << id;
   }
-  EXPECT_TRUE(reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi").split_b);
+  EXPECT_TRUE(reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_splitb").split_b);
   for (const auto& b : reg::all_builds())
     EXPECT_TRUE(!b.epi_tma || (b.fp16_b && b.lean && b.persistent)) << b.id;
   // Its idle-converter form: IDLE (the last argument), one b_ok barrier per B tile more.
-  const reg::Build& epi_idle = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
+  const reg::Build& epi_idle = reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_idle");
   EXPECT_EQ(targs(epi_idle), "256, 6, 4, true, true, false, false, false, true");
   EXPECT_TRUE(epi_idle.idle_cvt && epi_idle.fuse_b);
-  EXPECT_EQ(epi_idle.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 4 * 8);
+  EXPECT_EQ(epi_idle.smem_bytes, reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers").smem_bytes + 4 * 8);
   EXPECT_LE(epi_idle.smem_bytes, reg::max_smem_optin_for_cc(90));
   EXPECT_EQ(&reg::dequant_fp16_for(epi_idle), &reg::build_by_id("smxx_dequant_fp16_pairs"));
   EXPECT_NE(epi_idle.description().find("partial last round leaves idle"), std::string::npos);
@@ -491,16 +529,16 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(idle(25, 16, 25, 134), std::make_pair(0, 16));     // 400 tiles on 134: 2 converters, under 3 per column
   EXPECT_EQ(idle(5, 1, 5, 0), std::make_pair(0, 1));
   // Its stream-K form: SK, one barrier more (sk_stored).
-  const reg::Build& epi_sk = reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk");
+  const reg::Build& epi_sk = reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_sk");
   EXPECT_EQ(targs(epi_sk), "256, 6, 4, true, true, false, true");
-  EXPECT_EQ(epi_sk.smem_bytes, reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi").smem_bytes + 8);
+  EXPECT_EQ(epi_sk.smem_bytes, reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers").smem_bytes + 8);
   EXPECT_NE(epi_sk.description().find("stream-K"), std::string::npos);
   for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.stream_k || (b.epi_tma && !b.fuse_b && !b.split_b)) << b.id;
   // The transposed-product forms: TRANS (SK false before it), the same shared memory and threads, the pairs copy
   // (of the op's A).
-  for (const char* id : {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi"}) {
+  for (const char* id : {"sm90_ws_n256_s6_b4_pairs_pers", "sm90_ws_n256_s6_b4_pairs_pers_splitb"}) {
     const reg::Build& base = reg::build_by_id(id);
-    const reg::Build& t = reg::build_by_id(std::string(id) + "_t");
+    const reg::Build& t = reg::build_by_id(std::string(id) + "_trans");
     EXPECT_EQ(targs(t), std::string("256, 6, 4, true, true, ") + (base.split_b ? "true" : "false") + ", false, true")
         << t.id;
     EXPECT_TRUE(t.trans && !base.trans && reg::needs_fp16_b(t) && !reg::needs_fp16_a(t)) << t.id;
@@ -512,11 +550,11 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.trans || (b.epi_tma && b.bn == 256 && !b.fuse_b)) << b.id;
   // The raster heuristic counts a TRANS build's tiles on the transposed output (N's 128-row tiles).
   EXPECT_EQ(svdq::router::heuristic_raster(132, {4096, 12288, 3072, 32, true},
-                                           reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t")),
+                                           reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_trans")),
             svdq::router::heuristic_raster(132, {12288, 4096, 3072, 32, true},
-                                           reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi")));
+                                           reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers")));
   EXPECT_EQ(svdq::router::heuristic_raster(132, {4096, 128, 3072, 32, true},
-                                           reg::build_by_id("sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t")), 0);
+                                           reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_trans")), 0);
 }
 
 TEST(Registry, GatedBuildsRunOnTheirArchOnly) {

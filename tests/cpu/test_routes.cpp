@@ -26,16 +26,16 @@ rt::RouteTable sample() {
   t.device = "NVIDIA H200";
   t.created = "2026-11-29T00:00:00Z";
   t.svdq = "0.1.0 (commit test)";
-  t.command = "svdq tune --out x.json";
+  t.provenance = "svdq tune on NVIDIA H200: 2 shapes, 3 candidate builds";
   rt::RouteRecord a;
   a.shape = {129, 3072, 3072, 32, true};
-  a.build = "sm90_ws16_bn128_s8_b6";
+  a.build = "sm90_ws_n128_s8_b6";
   a.us = 44.5;
-  a.runner_up = "sm90_ws16_bn256_s8_b5_lean_pairs";
+  a.runner_up = "sm90_ws_n256_s8_b5_pairs";
   a.runner_up_us = 53.25;
   rt::RouteRecord b;
   b.shape = {4096, 3072, 3072, 32, true};
-  b.build = "sm80_gemm_bm128_s4_t1";  // deliberately not what the heuristic picks on 9.0
+  b.build = "sm80_gemm_m128_s4_t1";  // deliberately not what the heuristic picks on 9.0
   b.us = 400;
   t.records = {a, b};
   return t;
@@ -78,7 +78,7 @@ TEST(RouteTable, RoundTripsAndFindsExactShapes) {
   ASSERT_EQ(u.records.size(), 2u);
   EXPECT_EQ(u.records[0].runner_up_us, 53.25);
   ASSERT_NE(u.find({129, 3072, 3072, 32, true}), nullptr);
-  EXPECT_EQ(u.find({129, 3072, 3072, 32, true})->build, "sm90_ws16_bn128_s8_b6");
+  EXPECT_EQ(u.find({129, 3072, 3072, 32, true})->build, "sm90_ws_n128_s8_b6");
   EXPECT_EQ(u.find({129, 3072, 3072, 32, false}), nullptr);  // bias is part of the key
   EXPECT_EQ(u.find({129, 3072, 3072, 64, true}), nullptr);
   EXPECT_EQ(u.find({130, 3072, 3072, 32, true}), nullptr);
@@ -87,28 +87,28 @@ TEST(RouteTable, RoundTripsAndFindsExactShapes) {
 TEST(RouteTable, PickRecordTakesTheFastestOrKeepsATiedPreviousBuild) {
   const rt::MmShape shape{129, 3072, 3072, 32, true};
   const std::vector<rt::Measured> c = {
-      {"sm90_ws16_bn128_s8_b6", 45.0}, {"sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", 27.3}, {"sm90_a16_bm136_s6_ss", 27.6}};
+      {"sm90_ws_n128_s8_b6", 45.0}, {"sm90_swap_m72_s16_dq8_t4", 27.3}, {"sm90_swap_m136_s6_ss", 27.6}};
   rt::RouteRecord r = rt::pick_record(shape, c, nullptr, rt::kKeepTolerance);
-  EXPECT_EQ(r.build, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");
+  EXPECT_EQ(r.build, "sm90_swap_m72_s16_dq8_t4");
   EXPECT_EQ(r.us, 27.3);
-  EXPECT_EQ(r.runner_up, "sm90_a16_bm136_s6_ss");
+  EXPECT_EQ(r.runner_up, "sm90_swap_m136_s6_ss");
   EXPECT_EQ(r.runner_up_us, 27.6);
   EXPECT_EQ(r.shape.m, 129);
   rt::RouteRecord prev;
   prev.shape = shape;
-  prev.build = "sm90_a16_bm136_s6_ss";  // 1.1% slower than the fastest: within 2%, kept
+  prev.build = "sm90_swap_m136_s6_ss";  // 1.1% slower than the fastest: within 2%, kept
   r = rt::pick_record(shape, c, &prev, rt::kKeepTolerance);
-  EXPECT_EQ(r.build, "sm90_a16_bm136_s6_ss");
+  EXPECT_EQ(r.build, "sm90_swap_m136_s6_ss");
   EXPECT_EQ(r.us, 27.6);
-  EXPECT_EQ(r.runner_up, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");
-  prev.build = "sm90_ws16_bn128_s8_b6";  // 65% slower: replaced
+  EXPECT_EQ(r.runner_up, "sm90_swap_m72_s16_dq8_t4");
+  prev.build = "sm90_ws_n128_s8_b6";  // 65% slower: replaced
   r = rt::pick_record(shape, c, &prev, rt::kKeepTolerance);
-  EXPECT_EQ(r.build, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");
-  EXPECT_EQ(r.runner_up, "sm90_a16_bm136_s6_ss");
-  prev.build = "sm80_gemm_bm64_s6_t2";  // not a candidate this time: the fastest wins
-  EXPECT_EQ(rt::pick_record(shape, c, &prev, rt::kKeepTolerance).build, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");
-  r = rt::pick_record(shape, {{"sm90_ws16_bn128_s8_b6", 45.0}}, nullptr, rt::kKeepTolerance);
-  EXPECT_EQ(r.build, "sm90_ws16_bn128_s8_b6");
+  EXPECT_EQ(r.build, "sm90_swap_m72_s16_dq8_t4");
+  EXPECT_EQ(r.runner_up, "sm90_swap_m136_s6_ss");
+  prev.build = "sm80_gemm_m64_s6_t2";  // not a candidate this time: the fastest wins
+  EXPECT_EQ(rt::pick_record(shape, c, &prev, rt::kKeepTolerance).build, "sm90_swap_m72_s16_dq8_t4");
+  r = rt::pick_record(shape, {{"sm90_ws_n128_s8_b6", 45.0}}, nullptr, rt::kKeepTolerance);
+  EXPECT_EQ(r.build, "sm90_ws_n128_s8_b6");
   EXPECT_TRUE(r.runner_up.empty());
   EXPECT_THROW(rt::pick_record(shape, {}, nullptr, rt::kKeepTolerance), svdq::Error);
 }
@@ -120,24 +120,27 @@ TEST(RouteTable, MergedReplacesRetunedShapesAndKeepsTheRest) {
   update.device = "NVIDIA H200";
   update.created = "2026-11-30T00:00:00Z";
   update.svdq = "0.1.0 (commit new)";
-  update.command = "svdq tune --update x.json --out x.json";
+  update.provenance = "svdq tune on NVIDIA H200: 2 shapes, 2 candidate builds";
   rt::RouteRecord retuned;
   retuned.shape = {129, 3072, 3072, 32, true};
-  retuned.build = "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2";
+  retuned.build = "sm90_swap_m72_s16_dq8_t4";
   retuned.us = 9.5;
   rt::RouteRecord added;
   added.shape = {1, 3072, 3072, 32, false};
-  added.build = "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2";
+  added.build = "sm90_swap_m24_s16_dq8_t4";
   added.us = 3.0;
   update.records = {retuned, added};
   const rt::RouteTable m = rt::merged(base, update);
   ASSERT_EQ(m.records.size(), 3u);
-  EXPECT_EQ(m.records[0].build, "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2");  // replaced in place
+  EXPECT_EQ(m.records[0].build, "sm90_swap_m72_s16_dq8_t4");  // replaced in place
   EXPECT_EQ(m.records[0].us, 9.5);
-  EXPECT_EQ(m.records[1].build, "sm80_gemm_bm128_s4_t1");  // not retuned: kept
-  EXPECT_EQ(m.records[2].build, "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");  // new shape: appended
+  EXPECT_EQ(m.records[1].build, "sm80_gemm_m128_s4_t1");  // not retuned: kept
+  EXPECT_EQ(m.records[2].build, "sm90_swap_m24_s16_dq8_t4");  // new shape: appended
   EXPECT_EQ(m.created, update.created);
-  EXPECT_EQ(m.command, base.command + " && " + update.command);
+  // One line, whatever the number of merges: the update's, and the date of the table the other rows come from.
+  EXPECT_EQ(m.provenance, update.provenance + "; the other rows from the table of " + base.created);
+  EXPECT_EQ(rt::merged(m, update).provenance, m.provenance.substr(0, update.provenance.size()) +
+                                                   "; the other rows from the table of " + m.created);
   EXPECT_EQ(rt::RouteTable::parse(m.to_json(), "merged").to_json(), m.to_json());
   update.arch = "sm_100a";
   try {
@@ -158,9 +161,9 @@ TEST(RouteTable, RejectsMalformedTablesNamingTheField) {
   };
   EXPECT_NE(expect_parse_error("{").find("not valid JSON"), std::string::npos);
   EXPECT_NE(expect_parse_error(replace("\"arch\"", "\"arch_\"")).find("'arch'"), std::string::npos);
-  EXPECT_NE(expect_parse_error(replace("\"sm90_ws16_bn128_s8_b6\"", "\"no_such_build\"")).find("no_such_build"),
+  EXPECT_NE(expect_parse_error(replace("\"sm90_ws_n128_s8_b6\"", "\"no_such_build\"")).find("no_such_build"),
             std::string::npos);
-  EXPECT_NE(expect_parse_error(replace("\"sm90_ws16_bn128_s8_b6\"", "\"smxx_quant_lora_s4\"")).find("not a GEMM build"),
+  EXPECT_NE(expect_parse_error(replace("\"sm90_ws_n128_s8_b6\"", "\"smxx_quant_lora_s4\"")).find("not a GEMM build"),
             std::string::npos);
   EXPECT_NE(expect_parse_error(replace("\"m\": 129", "\"m\": 0")).find("'m'"), std::string::npos);
   EXPECT_NE(expect_parse_error(replace("\"m\": 129", "\"m\": \"129\"")).find("'m'"), std::string::npos);
@@ -175,7 +178,9 @@ TEST(RouteTable, ShippedSm90aTableCoversTheSuiteWithRunnableBuilds) {
   ASSERT_NE(t, nullptr) << "data/routes/sm_90a.json is not embedded";
   EXPECT_EQ(t->arch, "sm_90a");
   EXPECT_NE(t->device.find("H200"), std::string::npos) << t->device;
-  EXPECT_NE(t->command.find("svdq tune"), std::string::npos) << "the shipped table must be written by svdq tune";
+  EXPECT_EQ(t->provenance.rfind("svdq tune", 0), 0u) << "the shipped table must be written by svdq tune";
+  EXPECT_LE(t->provenance.size(), 300u) << "provenance is one short line";
+  EXPECT_EQ(t->provenance.find('\n'), std::string::npos);
   const auto dev = h200();
   for (const auto& s : svdq::bench::default_suite()) {
     const rt::RouteRecord* r = t->find({s.m, s.n, s.k, s.rank, s.bias});
@@ -204,12 +209,12 @@ TEST(RouteTable, SelectRecordUsesTableFileNoneAndHeuristic) {
   {
     RouteVar v(file.c_str());  // the file's record overrides the heuristic for its shape
     const auto c = rt::select_record(dev, {4096, 3072, 3072, 32, true});
-    EXPECT_EQ(c.build->id, "sm80_gemm_bm128_s4_t1");
+    EXPECT_EQ(c.build->id, "sm80_gemm_m128_s4_t1");
     EXPECT_EQ(c.source, "table sm_90a");
     // A shape the file does not list: the heuristic (not the shipped table: the file replaces it).
     const auto h = rt::select_record(dev, {4096, 3072, 3072, 48, true});
     EXPECT_EQ(h.source, "heuristic");
-    EXPECT_EQ(h.build->id, "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");  // 3 waves, 12 idle CTAs: IDLE
+    EXPECT_EQ(h.build->id, "sm90_ws_n256_s6_b4_pairs_pers_idle");  // 3 waves, 12 idle CTAs: IDLE
     // A device of another arch ignores an sm_90a table.
     svdq::jit::DeviceTarget a100 = dev;
     a100.cc = 80;
@@ -222,7 +227,7 @@ TEST(RouteTable, SelectRecordUsesTableFileNoneAndHeuristic) {
     RouteVar v("none");
     const auto c = rt::select_record(dev, {4096, 3072, 3072, 32, true});
     EXPECT_EQ(c.source, "heuristic");
-    EXPECT_EQ(c.build->id, "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle");
+    EXPECT_EQ(c.build->id, "sm90_ws_n256_s6_b4_pairs_pers_idle");
   }
   {
     RouteVar v(nullptr);  // the shipped table
@@ -242,12 +247,28 @@ TEST(RouteTable, SelectRecordUsesTableFileNoneAndHeuristic) {
 
 }  // namespace
 
+// A table written by an older svdq (the field "command", the builds' former IDs) still loads: its provenance is that
+// command and its builds are the ones the former IDs name, under their IDs now (so a retune compares like with like).
+TEST(RouteTable, OlderTableWithFormerIdsLoads) {
+  const std::string text =
+      R"j({"arch": "sm_90a", "command": "svdq tune --out x.json", "created": "2026-12-04T16:09:20Z", )j"
+      R"j("device": "NVIDIA H200", "records": [{"bias": false, "build": "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2", )j"
+      R"j("k": 3072, "m": 129, "n": 3072, "rank": 32, "runner_up": "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", )j"
+      R"j("runner_up_us": 15.9, "us": 14.7}], "svdq": "0.1.0 (commit 33661d9c4a6c)"})j";
+  const rt::RouteTable t = rt::RouteTable::parse(text, "old table");
+  EXPECT_EQ(t.provenance, "svdq tune --out x.json");
+  ASSERT_EQ(t.records.size(), 1u);
+  EXPECT_EQ(t.records[0].build, "sm90_swap_m72_s16_dq8_t4");
+  EXPECT_EQ(t.records[0].runner_up, "sm90_ws_n256_s6_b4_pairs_pers_sk");
+  EXPECT_NE(t.to_json().find("\"provenance\": \"svdq tune --out x.json\""), std::string::npos) << t.to_json();
+}
+
 // Found by tests/fuzz/fuzz_route_table.cpp (input: tests/fuzz/regressions/route_table/huge_time.json): parse
 // accepts a time such as 1e306, but to_json wrote round(us * 1000) / 1000 = inf as null, which parse rejects.
 TEST(RouteTable, FuzzRegressionHugeTimeRoundTrips) {
   const std::string text =
       R"j({"arch": "sm_90a", "command": "svdq tune --out x.json", "created": "2026-12-04T16:09:20Z", )j"
-      R"j("device": "NVIDIA H200", "records": [{"bias": false, "build": "sm80_gemm_bm128_s4_t1", "k": 3072, )j"
+      R"j("device": "NVIDIA H200", "records": [{"bias": false, "build": "sm80_gemm_m128_s4_t1", "k": 3072, )j"
       R"j("m": 129, "n": 3072, "rank": 32, "runner_up": "", "runner_up_us": 0, "us": 1e+306}], )j"
       R"j("svdq": "0.1.0 (commit 33661d9c4a6c)"})j";
   const rt::RouteTable t = rt::RouteTable::parse(text, "huge_time.json");

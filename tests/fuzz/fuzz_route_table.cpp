@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(false, "to_json() of an accepted table does not parse: %s\n%s", e.what(), json1.c_str());
   }
   FUZZ_CHECK(u.arch == t.arch && u.device == t.device && u.created == t.created && u.svdq == t.svdq &&
-                 u.command == t.command,
+                 u.provenance == t.provenance,
              "metadata changed in the round trip");
   FUZZ_CHECK(u.records.size() == t.records.size(), "record count %zu -> %zu", t.records.size(), u.records.size());
   for (size_t i = 0; i < t.records.size(); ++i) {

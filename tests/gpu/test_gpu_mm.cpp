@@ -253,8 +253,8 @@ TEST(GpuMmDecode, BuildsAgreeWithTheOthersAndTheReference) {
   SVDQ_REQUIRE_GPU();
   const svdq::DeviceInfo info = svdq::current_device_info();
   const int cc = info.cc_major * 10 + info.cc_minor;
-  std::vector<std::string> ids = {"sm80_gemm_bm64_s4_t1"};
-  if (cc == 90) ids.push_back("sm90_a16_bm24_s16_t4_dq8_g4_p4_x2");
+  std::vector<std::string> ids = {"sm80_gemm_m64_s4_t1"};
+  if (cc == 90) ids.push_back("sm90_swap_m24_s16_dq8_t4");
   int decode = 0;
   for (const svdq::registry::Build* b : svdq::registry::usable_builds(cc))
     if (b->program == svdq::registry::Program::SmxxDecode) {
@@ -321,7 +321,7 @@ TEST(GpuMmDeterminism, FusedBCopyMatchesTheCopyLaunch) {
   if (info.cc_major * 10 + info.cc_minor != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only";
   const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
   const std::pair<const char*, const char*> builds[] = {
-      {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle"}};
+      {"sm90_ws_n256_s6_b4_pairs_pers", "sm90_ws_n256_s6_b4_pairs_pers_idle"}};
   for (const Shape& s : {make_shape(4096, 3104, 160, 32, true), make_shape(300, 96, 3072, 64, false),
                          make_shape(2000, 160, 32, 16, true), make_shape(4096, 3072, 3072, 128, true),
                          make_shape(4096, 3072, 1056, 32, true)}) {
@@ -357,8 +357,8 @@ TEST(GpuMmDeterminism, TransposedProductKeepsTheBytes) {
     SCOPED_TRACE(s.str());
     Problem p(s, seed_for(s, 2013));
     const auto where = output_cell(s.n);
-    for (const char* twin : {"sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi"})
-      expect_twin_bytes(p, force, twin, std::string(twin) + "_t", where);
+    for (const char* twin : {"sm90_ws_n256_s6_b4_pairs_pers", "sm90_ws_n256_s6_b4_pairs_pers_splitb"})
+      expect_twin_bytes(p, force, twin, std::string(twin) + "_trans", where);
   }
 }
 
@@ -377,8 +377,8 @@ TEST(GpuMmDeterminism, StreamKMatchesWholeTiles) {
                          make_shape(300, 3072, 3072, 32, true)}) {
     SCOPED_TRACE(s.str());
     Problem p(s, seed_for(s, 2011));
-    expect_twin_bytes(p, force, "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi",
-                      "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk", output_cell(s.n));
+    expect_twin_bytes(p, force, "sm90_ws_n256_s6_b4_pairs_pers",
+                      "sm90_ws_n256_s6_b4_pairs_pers_sk", output_cell(s.n));
   }
 }
 
@@ -394,14 +394,14 @@ TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
   SCOPED_TRACE(s.str());
   const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD"), raster("SVDQ_RASTER");
   Problem p(s, seed_for(s, 2006));
-  force.set("sm80_gemm_bm128_s4_t1");
+  force.set("sm80_gemm_m128_s4_t1");
   p.poison_output();
   p.run();
   const std::vector<uint16_t> ref = p.download_output();
-  for (const char* id : {"sm90_ws16_bn128_s8_b6", "sm90_ws16_bn256_s8_b5_lean_pairs",
-                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi", "sm90_ws16_bn256_s6_b4_lean_pers_split_pairs_epi",
-                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_idle", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_sk",
-                         "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_t"}) {
+  for (const char* id : {"sm90_ws_n128_s8_b6", "sm90_ws_n256_s8_b5_pairs",
+                         "sm90_ws_n256_s6_b4_pairs_pers", "sm90_ws_n256_s6_b4_pairs_pers_splitb",
+                         "sm90_ws_n256_s6_b4_pairs_pers_idle", "sm90_ws_n256_s6_b4_pairs_pers_sk",
+                         "sm90_ws_n256_s6_b4_pairs_pers_trans"}) {
     force.set(id);
     for (const char* g : {"0", "3", "16", "4096"}) {
       raster.set(g);

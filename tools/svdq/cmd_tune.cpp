@@ -109,7 +109,8 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
   table.device = info.name;
   table.created = utc_now();
   table.svdq = version_string();
-  table.command = command_line;
+  table.provenance = "svdq tune on " + info.name + ": " + std::to_string(shapes.size()) + " shapes, " +
+                     std::to_string(cands.size()) + " candidate builds, " + timer.method();
   for (size_t i = 0; i < shapes.size(); ++i) {
     const bench::Shape& s = shapes[i];
     std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, shapes.size(), s.str().c_str());
