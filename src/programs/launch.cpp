@@ -23,10 +23,8 @@ void launch_kernel(const registry::Build& b, const jit::DeviceTarget& dev, unsig
   const jit::LoadedKernel& k = jit::get_kernel(b, dev);
   void* args[] = {params};
   ++detail::g_launches;
-  const registry::ClusterShape cl = registry::cluster_shape(b);
   jit::launch(k, gx, gy, 1, static_cast<unsigned>(b.threads), static_cast<unsigned>(b.smem_bytes),
-              reinterpret_cast<CUstream>(stream), args, programmatic, static_cast<unsigned>(cl.x),
-              static_cast<unsigned>(cl.y));
+              reinterpret_cast<CUstream>(stream), args, programmatic);
 }
 
 Scratch::Scratch(uint64_t bytes, const jit::DeviceTarget& dev, Stream stream, const std::string& what)

@@ -18,7 +18,7 @@ std::optional<int> idle_copy_cols() { return g_idle_copy_cols; }
 }  // namespace testing
 
 bool reads_a_as_fp16(const registry::Build& build) {
-  return build.trans ? registry::needs_fp16_b(build) && !build.fuse_b : registry::needs_fp16_a(build);
+  return build.trans || registry::needs_fp16_a(build);
 }
 
 void launch_mm(const jit::DeviceTarget& dev, const MmRoute& route, const router::MmShape& shape, const MmOperands& ops,

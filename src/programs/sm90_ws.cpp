@@ -29,7 +29,7 @@ svdq_k::Sm90WsParams ws_params(const MmLaunch& L, const void* b16) {
   jit::encode_tma_2d(&wp.tma_b, b16, 2, k, n, k * 2, 64, bn, 128);
   jit::encode_tma_2d(&wp.tma_l1, p.l1, 2, rank, n, rank * 2, 64, bn, 128);
   jit::encode_tma_2d(&wp.tma_d, p.d, 2, rank, m, rank * 2, 64, 128, 128);
-  if (L.build.epi_tma)
+  if (L.build.persistent)
     jit::encode_tma_2d(&wp.tma_out, p.out, 2, static_cast<uint64_t>(L.op.n), static_cast<uint64_t>(L.op.m),
                        static_cast<uint64_t>(L.op.n) * 2, 64, L.build.trans ? 256 : 128, 128);
   return wp;

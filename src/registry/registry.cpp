@@ -100,14 +100,9 @@ Build sm90_ws(int bn, int stages, int bstages, bool pairs = false, bool persiste
   b.bn = bn;
   b.stages = stages;
   b.tile_bufs = bstages;
-  b.dq_wgs = 1;
-  b.fp16_b = true;
   b.persistent = persistent;
-  b.lean = pairs;
-  b.fuse_b = idle_cvt;
   b.split_b = split_b;
   b.pairs = pairs;
-  b.epi_tma = persistent;
   b.stream_k = stream_k;
   b.trans = trans;
   b.idle_cvt = idle_cvt;
@@ -395,13 +390,9 @@ bool is_gemm(const Build& b) {
 
 bool is_sm90a_program(Program p) { return p == Program::Sm90Ws || p == Program::Sm90SwapA16; }
 
-ClusterShape cluster_shape(const Build& b) {
-  if (b.program == Program::Sm90Ws) return {1, b.cluster};  // row tiles share B
-  return {};  // the other programs: no clusters
-}
 
-bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16 || (b.program == Program::Sm90Ws && b.fp16_a); }
-bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws && b.fp16_b; }
+bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16; }
+bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws; }
 
 const Build& dequant_fp16_for(const Build& gemm) {
   return build_by_id(gemm.pairs ? "smxx_dequant_fp16_pairs" : "smxx_dequant_fp16");

@@ -36,43 +36,28 @@ struct Build {
   // SmxxDecode: bm = activation rows per CTA (16 or 32), bn = weight rows per CTA (8 or 16 per warp: threads / 32
   // warps), stages = the depth of each warp's cp.async ring of 256-K weight slots.
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
-  int dq_wgs = 0;  // Sm90Ws: 0 = dequant warpgroup issues the loads, consumers share B; n >= 1 = n warpgroups of a
-                   // producer warp and 4n - 1 warps dequantizing all of B
   // Sm90SwapA16: 0 = the consumer warpgroup dequantizes B (one producer warp); 8 = 8 warps in 4 teams taking the K
   // tiles in turn write FP16 B tiles for it (4 producer warps taking the slots in turn, 2 K tiles per consumer step).
   int dq_warps = 0;
-  int cluster = 1;  // Sm90Ws (fp16_b): CTAs per cluster along the grid's y (row tiles sharing B by TMA multicast)
   // Sm90SwapA16 (dq_warps): the fused ring (tile_bufs == stages: FP16 tile s freed with slot s, one wait and one
   // arrival per K tile on the consumer's path).
   bool fused = false;
-  // Sm90Ws (fp16_b): 0 = the consumers dequantize A into RS fragments; n = warps 1-3 dequantize it into n FP16
-  // tiles that the consumers read with ldmatrix.
-  int a_tiles = 0;
-  bool fp16_b = false;  // Sm90Ws (with dq_wgs = 1): B read as FP16 from a smxx_dequant_fp16 launch before the GEMM
-  bool fp16_a = false;  // Sm90Ws (with fp16_b, bn = 256): A read as FP16 too (a second copy launch), SS wgmma
-  bool persistent = false;  // Sm90Ws (fp16_a): a grid of at most one CTA per SM looping over the tiles
-  bool a_ss = false;  // Sm90Ws (a_tiles): the consumers read the A dequant teams' FP16 tiles by SS wgmma
-  // Sm90Ws (dq_wgs >= 1, consumers or dequant warps dequantizing): scales by the hardware E4M3 conversion, one
-  // rotation per fragment pair, B descriptors computed once per tile.
-  bool lean = false;
-  // Sm90Ws (fp16_b, lean, persistent): the FP16 copy of B written inside the GEMM (warp 3 of every CTA converts its
-  // share, warp 2 waits for a B tile's units before loading it) instead of by a launch before it.
-  bool fuse_b = false;
-  bool split_b = false;  // sm90_svdq_ws SPLIT_B: warp 2 loads the B ring (the producer only the packed slots)
-  // Sm90Ws (fp16_b, lean): the consumers' A fragments in the PAIRS order (each quad lane converts half of one code
-  // word per K group); its B copy is written in that K order (the DequantFp16 build with this flag).
-  // DequantFp16: writes the copy in the PAIRS order.
+  // The Sm90Ws forms (kernels/sm90/ws/config.cuh; B always as FP16 from a copy launch before the GEMM):
+  // pairs: the consumers' A fragments in the PAIRS order with the lean dequantization and SS rank steps on a d tile
+  // loaded by TMA; its B copy written in that K order (DequantFp16 with this flag: writes the copy in that order).
   bool pairs = false;
-  int d_bufs = 1;  // Sm90Ws (fp16_b, lean): d buffers of the SS rank steps (2: rank tile 1's d loaded ahead)
-  bool epi_tma = false;  // Sm90Ws (persistent lean FP16-B): output tile staged in smem, TMA-stored by warp 3
-  // Sm90Ws (epi_tma, neither fuse_b nor split_b): the stream-K tail (kernels/common/smxx_stream_k.cuh): the tiles of
-  // the last two rounds split evenly over the CTAs by K tiles, partial sums handed on in scratch.
+  // persistent (pairs): a grid of at most one CTA per SM looping over the tiles, the output tile staged in smem and
+  // TMA-stored by warp 3.
+  bool persistent = false;
+  bool split_b = false;  // (persistent) warp 2 loads the B ring (the producer only the packed slots)
+  // (persistent, not split_b) the stream-K tail (kernels/common/smxx_stream_k.cuh): the tiles of the last two rounds
+  // split evenly over the CTAs by K tiles, partial sums handed on in scratch.
   bool stream_k = false;
-  // Sm90Ws (epi_tma, bn 256): the transposed product (the op's B on the kernel's packed A side, the op's A copied to
-  // FP16 as its B side, the output staged transposed), for N > M: the copy launch writes M x K instead of N x K.
+  // (persistent) the transposed product (the op's B on the kernel's packed A side, the op's A copied to FP16 as its
+  // B side, the output staged transposed), for N > M: the copy launch writes M x K instead of N x K.
   bool trans = false;
-  // Sm90Ws (fuse_b, epi_tma): the units the copy launch leaves are converted by the CTAs a partial last round would
-  // leave idle, during the first round (kernel IDLE), not by warp 3 of every CTA.
+  // (persistent alone) the copy launch writes the first round's column tiles of B; the CTAs a partial last round
+  // would leave idle convert the rest during the first round (kernel IDLE).
   bool idle_cvt = false;
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
@@ -105,11 +90,6 @@ bool is_sm90a_program(Program p);
 // into scratch memory.
 bool needs_fp16_a(const Build& b);
 bool needs_fp16_b(const Build& b);
-// The build's cluster shape (x, y) over its grid of (column tiles, row tiles); see Build::cluster.
-struct ClusterShape {
-  int x = 1, y = 1;
-};
-ClusterShape cluster_shape(const Build& b);
 // The smxx_dequant_fp16 build writing the FP16 copies a GEMM build reads (the PAIRS order for its pairs builds).
 const Build& dequant_fp16_for(const Build& gemm);
 // Bytes of such an FP16 copy of `rows` x K.

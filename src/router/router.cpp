@@ -117,17 +117,17 @@ const registry::Build& with_toolkit_fallback(const registry::Build& b, int nvrtc
 }
 
 int heuristic_raster(int sm_count, const MmShape& s, const registry::Build& b) {
-  if (b.program != registry::Program::Sm90Ws || b.cluster != 1) return 0;
+  if (b.program != registry::Program::Sm90Ws) return 0;
   const int64_t rows = b.trans ? s.n : s.m, cols = b.trans ? s.m : s.n;  // (TRANS: the kernel's rows are N's)
   const int64_t row_tiles = (rows + b.bm - 1) / b.bm, col_tiles = (cols + b.bn - 1) / b.bn;
-  // FUSE_B: one group of all row tiles (column-major), so the first wave of tiles reads as few column tiles of B
+  // IDLE: one group of all row tiles (column-major), so the first wave of tiles reads as few column tiles of B
   // as it can (the copy launch writes those, the GEMM the rest meanwhile).
-  if (b.fuse_b) return row_tiles > 1 ? static_cast<int>(std::min<int64_t>(row_tiles, 1 << 30)) : 0;
+  if (b.idle_cvt) return row_tiles > 1 ? static_cast<int>(std::min<int64_t>(row_tiles, 1 << 30)) : 0;
   return row_tiles * col_tiles <= sm_count || row_tiles <= 1 ? 0 : kRasterRows;
 }
 
 int raster_group(const jit::DeviceTarget& dev, const MmShape& s, const registry::Build& b) {
-  if (b.program != registry::Program::Sm90Ws || b.cluster != 1) return 0;
+  if (b.program != registry::Program::Sm90Ws) return 0;
   if (auto forced = knobs::raster()) return static_cast<int>(*forced);
   return heuristic_raster(dev.sm_count, s, b);
 }

@@ -269,14 +269,11 @@ TEST(Router, RasterGroupsForMoreThanOneWave) {
   EXPECT_EQ(rt::heuristic_raster(132, {1408, 3072, 3072, 32, true}, ws), 0);                   // 11 x 12: one wave
   EXPECT_EQ(rt::heuristic_raster(132, {1409, 3072, 3072, 32, true}, ws), rt::kRasterRows);     // 12 x 12
   EXPECT_EQ(rt::heuristic_raster(132, {128, 98304, 3072, 32, true}, ws), 0);                   // one row tile
-  reg::Build clustered = ws;  // clusters of row tiles sharing B (no such build is registered now): none
-  clustered.cluster = 2;
-  EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, clustered), 0);
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true},
                                  reg::build_by_id("sm90_swap_m72_s16_dq8_t4")),
             0);
   EXPECT_EQ(rt::heuristic_raster(132, {16384, 12288, 3072, 32, true}, reg::build_by_id("sm80_gemm_m128_s4_t1")), 0);
-  // FUSE_B builds: one group of all row tiles (column-major), whatever B's size; one row tile: row-major.
+  // The idle-converter build: one group of all row tiles (column-major), whatever B's size; one row tile: row-major.
   const auto& fuse = reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_idle");
   EXPECT_EQ(rt::heuristic_raster(132, {4096, 3072, 3072, 32, true}, fuse), 32);
   EXPECT_EQ(rt::heuristic_raster(132, {6889, 12288, 3072, 32, true}, fuse), 54);
@@ -364,27 +361,17 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
   int a16 = 0, b16 = 0;
   for (const auto& b : reg::all_builds()) {
     SCOPED_TRACE(b.id);
-    EXPECT_EQ(reg::needs_fp16_a(b) && reg::needs_fp16_b(b), b.fp16_a);
-    EXPECT_EQ(reg::needs_fp16_a(b), b.program == reg::Program::Sm90SwapA16 || b.fp16_a);
-    // The persistent tile loop: the single-CTA FP16-B forms with one producer warpgroup and no A dequant warps.
-    EXPECT_TRUE(!b.persistent || (b.fp16_b && b.dq_wgs == 1 && b.cluster == 1 && b.a_tiles == 0));
-    EXPECT_FALSE(b.fp16_a);
-    // The sm_90a programs' every build reads exactly one FP16 copy (the only launch paths ops.cpp has for them).
+    EXPECT_EQ(reg::needs_fp16_a(b), b.program == reg::Program::Sm90SwapA16);
+    EXPECT_EQ(reg::needs_fp16_b(b), b.program == reg::Program::Sm90Ws);
+    // The sm_90a programs' every build reads exactly one FP16 copy (their launchers' only paths).
     if (reg::is_sm90a_program(b.program)) {
       EXPECT_NE(reg::needs_fp16_a(b), reg::needs_fp16_b(b));
     }
-    EXPECT_EQ(reg::needs_fp16_b(b), b.fp16_b);
-    if (b.fp16_b) {
-      EXPECT_EQ(b.program, reg::Program::Sm90Ws);
-      EXPECT_TRUE(b.dq_wgs == 1 || (b.dq_wgs == 2 && b.a_tiles > 0));  // 2: two A dequant teams
-      EXPECT_EQ(b.threads, 128 * b.dq_wgs + 256);
+    if (b.program == reg::Program::Sm90Ws) {
+      EXPECT_EQ(b.threads, 384);
     }
-    const reg::ClusterShape cl = reg::cluster_shape(b);
-    EXPECT_EQ(cl.x * cl.y, b.cluster);
-    if (b.cluster > 1) {  // multicast builds: ws16 (row pairs sharing B)
-      EXPECT_EQ(b.cluster, 2);
-      EXPECT_TRUE(b.program == reg::Program::Sm90Ws && b.fp16_b && cl.y == 2);
-    }
+    // The persistent tile loop (with the staged epilogue): the pairs forms only.
+    EXPECT_TRUE(!b.persistent || (b.program == reg::Program::Sm90Ws && b.pairs));
     if (b.program == reg::Program::Sm90SwapA16) {
       if (b.dq_warps == 0) {
         EXPECT_TRUE(b.tile_bufs == 0 || b.tile_bufs == 2);  // RS, or the consumer's two SS tiles
@@ -400,17 +387,9 @@ TEST(Registry, Fp16OperandBuildsAreMarkedConsistently) {
         EXPECT_TRUE(!b.fused || b.tile_bufs == b.stages);
         EXPECT_EQ(b.threads, 128 + 32 * 4 + 32 * 8);
       }
-      EXPECT_EQ(b.cluster, 1);
-      EXPECT_FALSE(b.lean);
     } else {
       EXPECT_EQ(b.dq_warps, 0);
       EXPECT_FALSE(b.fused);
-    }
-    // A dequant warps (warps 1-3 of the ws FP16-B layout, single CTA).
-    EXPECT_TRUE(!b.a_ss || (b.a_tiles > 0 && !b.fp16_a));  // SS on the A dequant teams' tiles
-    if (b.a_tiles > 0) {
-      EXPECT_EQ(b.program, reg::Program::Sm90Ws);
-      EXPECT_TRUE(b.fp16_b && b.cluster == 1 && b.a_tiles >= 2);
     }
     a16 += reg::needs_fp16_a(b) ? 1 : 0;
     b16 += reg::needs_fp16_b(b) ? 1 : 0;
@@ -466,17 +445,14 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   // The pairs form (lean dequantization, SS rank steps), not persistent.
   const reg::Build& lean_pairs = reg::build_by_id("sm90_ws_n256_s8_b5_pairs");
   EXPECT_EQ(targs(lean_pairs), "256, 8, 5, true");
-  EXPECT_TRUE(lean_pairs.pairs && lean_pairs.lean && !lean_pairs.persistent && reg::needs_fp16_b(lean_pairs));
+  EXPECT_TRUE(lean_pairs.pairs && !lean_pairs.persistent && reg::needs_fp16_b(lean_pairs));
   EXPECT_EQ(&reg::dequant_fp16_for(lean_pairs), &reg::build_by_id("smxx_dequant_fp16_pairs"));
   // The flags' preconditions (the kernel's static_asserts): every form takes B as FP16 from the copy launch;
   // persistent (with the staged epilogue) only in the pairs form; SPLIT_B, SK, TRANS and IDLE only persistent.
   for (const auto& b : reg::all_builds()) {
     SCOPED_TRACE(b.id);
     if (b.program != reg::Program::Sm90Ws) continue;
-    EXPECT_TRUE(b.fp16_b && b.dq_wgs == 1 && b.threads == 384);
-    EXPECT_EQ(b.lean, b.pairs);
-    EXPECT_EQ(b.epi_tma, b.persistent);
-    EXPECT_EQ(b.fuse_b, b.idle_cvt);
+    EXPECT_EQ(b.threads, 384);
     EXPECT_TRUE(!b.persistent || (b.pairs && b.bn == 256));
     EXPECT_TRUE(!(b.split_b || b.stream_k || b.trans || b.idle_cvt) || b.persistent);
     EXPECT_TRUE(!b.idle_cvt || !(b.split_b || b.stream_k || b.trans));
@@ -489,7 +465,7 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
     const reg::Build& epi = reg::build_by_id(id);
     const bool split = epi.split_b;
     EXPECT_EQ(targs(epi), std::string("256, 6, 4, true, true") + (split ? ", true" : "")) << id;
-    EXPECT_TRUE(epi.persistent && epi.pairs && epi.epi_tma && !epi.fuse_b) << id;
+    EXPECT_TRUE(epi.persistent && epi.pairs && !epi.idle_cvt) << id;
     EXPECT_EQ(epi.smem_bytes,
               lean_pairs.smem_bytes - 256 * 128 - 2 * 8 - 2 * (128 * 32 + 512 + 2 * 8) + 3 * 128 * 128 + 512 + 3 * 8)
         << id;
@@ -498,17 +474,15 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
     EXPECT_NE(epi.description().find("stored by TMA from warp 3"), std::string::npos) << id;
   }
   EXPECT_TRUE(reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_splitb").split_b);
-  for (const auto& b : reg::all_builds())
-    EXPECT_TRUE(!b.epi_tma || (b.fp16_b && b.lean && b.persistent)) << b.id;
   // Its idle-converter form: IDLE (the last argument), one b_ok barrier per B tile more.
   const reg::Build& epi_idle = reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_idle");
   EXPECT_EQ(targs(epi_idle), "256, 6, 4, true, true, false, false, false, true");
-  EXPECT_TRUE(epi_idle.idle_cvt && epi_idle.fuse_b);
+  EXPECT_TRUE(epi_idle.idle_cvt && epi_idle.persistent);
   EXPECT_EQ(epi_idle.smem_bytes, reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers").smem_bytes + 4 * 8);
   EXPECT_LE(epi_idle.smem_bytes, reg::max_smem_optin_for_cc(90));
   EXPECT_EQ(&reg::dequant_fp16_for(epi_idle), &reg::build_by_id("smxx_dequant_fp16_pairs"));
   EXPECT_NE(epi_idle.description().find("partial last round leaves idle"), std::string::npos);
-  for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.idle_cvt || (b.fuse_b && b.epi_tma)) << b.id;
+  for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.idle_cvt || b.persistent) << b.id;
   // Its split: the empty slots of a partial last round convert the last column tiles, one per 3 of them at most,
   // the launch writes the rest (at least the first round's); none for one round, whole rounds or nothing to convert.
   auto idle = [](int tm, int tn, int raster, int grid) {
@@ -533,7 +507,7 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(targs(epi_sk), "256, 6, 4, true, true, false, true");
   EXPECT_EQ(epi_sk.smem_bytes, reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers").smem_bytes + 8);
   EXPECT_NE(epi_sk.description().find("stream-K"), std::string::npos);
-  for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.stream_k || (b.epi_tma && !b.fuse_b && !b.split_b)) << b.id;
+  for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.stream_k || (b.persistent && !b.idle_cvt && !b.split_b)) << b.id;
   // The transposed-product forms: TRANS (SK false before it), the same shared memory and threads, the pairs copy
   // (of the op's A).
   for (const char* id : {"sm90_ws_n256_s6_b4_pairs_pers", "sm90_ws_n256_s6_b4_pairs_pers_splitb"}) {
@@ -547,7 +521,7 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
     EXPECT_EQ(&reg::dequant_fp16_for(t), &reg::build_by_id("smxx_dequant_fp16_pairs")) << t.id;
     EXPECT_NE(t.description().find("transposed"), std::string::npos) << t.id;
   }
-  for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.trans || (b.epi_tma && b.bn == 256 && !b.fuse_b)) << b.id;
+  for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.trans || (b.persistent && b.bn == 256 && !b.idle_cvt)) << b.id;
   // The raster heuristic counts a TRANS build's tiles on the transposed output (N's 128-row tiles).
   EXPECT_EQ(svdq::router::heuristic_raster(132, {4096, 12288, 3072, 32, true},
                                            reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_trans")),

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -234,8 +235,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QuantLoraEmu,
                          ::testing::Values(Case{1, 64, 16}, Case{77, 3104, 48}, Case{129, 512, 32}, Case{40, 1024, 128},
                                            Case{200, 96, 80}),
                          [](const ::testing::TestParamInfo<Case>& i) {
-                           return "m" + std::to_string(i.param.m) + "_k" + std::to_string(i.param.k) + "_r" +
-                                  std::to_string(i.param.r);
+                           std::ostringstream name;
+                           name << "m" << i.param.m << "_k" << i.param.k << "_r" << i.param.r;
+                           return name.str();
                          });
 
 }  // namespace

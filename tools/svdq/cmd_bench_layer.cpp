@@ -52,7 +52,6 @@ std::vector<WorkloadRow> workload(const std::string& name) {
 }
 
 enum LOp { kLayer = 0, kGemm = 1, kCublas = 2, kChain = 3, kLOps = 4 };
-const char* kLOpName[] = {"svdq layer", "svdq GEMM", "cuBLAS x·Wᵀ+b", "chain"};
 
 struct LayerResult {
   WorkloadRow row;

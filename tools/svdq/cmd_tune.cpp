@@ -98,8 +98,9 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
   bench::TimerConfig tc;
   tc.kind = kind;
   bench::KernelTimer timer(tc, stream);
-  std::printf("svdq tune on %s (cc %d.%d, %d SMs), svdq %s, %zu candidate builds\ntiming: %s\n", info.name.c_str(),
-              info.cc_major, info.cc_minor, info.sm_count, version_string().c_str(), cands.size(), timer.method().c_str());
+  std::printf("svdq tune on %s (cc %d.%d, %d SMs), svdq %s, %zu candidate builds\ntiming: %s\ncommand: %s\n",
+              info.name.c_str(), info.cc_major, info.cc_minor, info.sm_count, version_string().c_str(), cands.size(),
+              timer.method().c_str(), command_line.c_str());
   const env::ScopedVar force("SVDQ_FORCE_BUILD");  // restored however tuning ends
   router::RouteTable table;
   table.arch = jit::target_for_cc(dev.cc);
