@@ -60,7 +60,7 @@
 // K order and per-k16 product sets are those of the other programs (main K tiles of 64 in order, k16 steps in order,
 // inside each group of 8 the order (0,4,1,5,2,6,3,7), PAIRS: another order of the same 16 per step; then the rank in
 // k16 steps), so the results are bitwise theirs: a wgmma k16 step's result does not depend on which of its 16
-// positions holds which product (bench/micro/k16_order.cu, H200: 8 permutations, 4.2 M outputs each, no bit differs).
+// positions holds which product (tests/gpu/test_gpu_wgmma_order.cpp, H200: 8 permutations, 4.2 M outputs each, no bit differs).
 // A K tail (K % 64 == 32) and rank columns beyond r are run as k16 steps of exact zeros (zero-filled codes, scales
 // masked to 0), which leaves every FP32 accumulator unchanged (the PAIRS forms skip the rank ones).
 //
