@@ -11,10 +11,12 @@ SVDQ_DEV void mbar_init(u32 bar, u32 count) {
 // Makes the initialized barriers visible to the async proxy (TMA) and the other threads (with a barrier after).
 SVDQ_DEV void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 SVDQ_DEV void mbar_arrive(u32 bar) {
+  perturb_timing();
   asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 // Arrives and adds `bytes` to the transaction count the current phase waits for.
 SVDQ_DEV void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+  perturb_timing();
   asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 SVDQ_DEV bool mbar_try_wait(u32 bar, u32 parity) {
@@ -40,6 +42,7 @@ SVDQ_DEV bool mbar_test_wait(u32 bar, u32 parity) {
 SVDQ_DEV void mbar_wait(u32 bar, u32 parity) {
   while (!mbar_try_wait(bar, parity)) {
   }
+  perturb_timing();
 }
 
 // 2-D TMA tile load into shared memory, completing `bar`'s transaction bytes; c0 is the innermost coordinate.
@@ -93,6 +96,7 @@ SVDQ_DEV u64 ld_relaxed_gpu_u64(const u64* p) {
   return v;
 }
 SVDQ_DEV void st_relaxed_gpu_u64(u64* p, u64 v) {
+  perturb_timing();
   asm volatile("st.relaxed.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
 }
 SVDQ_DEV void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }

@@ -31,6 +31,21 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef long long i64;
 
+// SVDQ_PERTURB (test units only: registry::testing::set_perturbed_timing renders it): a pseudo-random pause of up to
+// ~2 us at one hand-off in eight (mbarrier arrivals and completed waits, flag stores between CTAs), so a GPU test sees
+// the programs' results under other interleavings of their warps and CTAs. Nothing otherwise.
+#if defined(SVDQ_PERTURB) && defined(__CUDA_ARCH__)
+SVDQ_DEV void perturb_timing() {
+  u32 x = static_cast<u32>(clock()) ^ (threadIdx.x * 0x9E3779B9u) ^ (blockIdx.x * 0x85EBCA6Bu);
+  x ^= x >> 15;
+  x *= 0x2C1B3C6Du;
+  x ^= x >> 12;
+  if ((x & 7u) == 0u) __nanosleep(x >> 21);
+}
+#else
+SVDQ_DEV void perturb_timing() {}
+#endif
+
 SVDQ_HD u32 f32_bits(float f) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(f);

@@ -51,6 +51,7 @@ SVDQ_DEV float max_nan(float a, float b) {
   return d;
 }
 SVDQ_DEV void st_release_u64(u64* p, u64 v) {
+  perturb_timing();
   asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
 }
 SVDQ_DEV u64 ld_acquire_u64(const u64* p) {

@@ -191,11 +191,16 @@ void check_runnable(const registry::Build& build, const DeviceTarget& dev) {
                                             std::to_string(dev.smem_optin));
 }
 
+// The in-memory key of a build's loaded kernel: its ID and device (and the test-only perturbed form apart).
+std::string build_key(const registry::Build& build, const DeviceTarget& dev) {
+  return build.id + "|" + std::to_string(dev.ordinal) + (registry::testing::perturbed_timing() ? "|perturbed" : "");
+}
+
 }  // namespace
 
 const LoadedKernel& get_kernel(const registry::Build& build, const DeviceTarget& dev) {
   // Hot path: one map lookup keyed by the build (IDs are unique) and device; hashing and rendering happen once.
-  const std::string fast_key = build.id + "|" + std::to_string(dev.ordinal);
+  const std::string fast_key = build_key(build, dev);
   std::lock_guard<std::mutex> lock(g_mutex);
   if (auto it = g_by_build.find(fast_key); it != g_by_build.end()) {
     ++g_stats.hits;
@@ -219,7 +224,7 @@ Resolution resolve(const registry::Build& build, const DeviceTarget& dev) {
   Resolution r;
   r.unit = registry::unit_name(build);
   std::lock_guard<std::mutex> lock(g_mutex);
-  const std::string fast_key = build.id + "|" + std::to_string(dev.ordinal);
+  const std::string fast_key = build_key(build, dev);
   if (g_by_build.count(fast_key)) {
     r.source = "memory";
     r.detail = "loaded in this process from " + g_sources[fast_key];

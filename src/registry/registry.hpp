@@ -117,7 +117,14 @@ IdleSplit idle_split(int tiles_m, int tiles_n, int raster, int grid);
 
 std::string family(const Build& b);       // "sm80_svdq_gemm", "smxx_quant_lora", ...
 std::string render(const Build& b);       // the source unit (deterministic bytes)
-std::string unit_name(const Build& b);    // family + "_" + 20 hex digits of the content hash
+std::string unit_name(const Build& b);
+
+namespace testing {
+// GPU tests only: while set, every unit renders with SVDQ_PERTURB defined (kernels/common/smxx_hd.cuh: pseudo-random
+// pauses at the programs' hand-offs), so its content hash, cache entries and loaded kernel are its own.
+void set_perturbed_timing(bool on);
+bool perturbed_timing();
+}  // namespace testing    // family + "_" + 20 hex digits of the content hash
 // Every kernels/ header the unit includes (transitively), in a stable order.
 std::vector<std::string> included_headers(const Build& b);
 

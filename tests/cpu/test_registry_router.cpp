@@ -78,6 +78,21 @@ TEST(Registry, IdsAreDerivedFromTheConfigurationAndNeverReused) {
   EXPECT_EQ(reg::derived_id(reg::build_by_id("sm90_swap_m136_s6_rs")), "sm90_swap_m136_s6_rs");
 }
 
+// The test-only perturbed form (registry::testing::set_perturbed_timing) renders SVDQ_PERTURB into every unit, so it
+// has units (and cache entries) of its own; switched off, rendering is as before.
+TEST(Registry, PerturbedTimingRendersUnitsOfItsOwn) {
+  const reg::Build& b = reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_sk");
+  const std::string plain = reg::render(b), plain_unit = reg::unit_name(b);
+  EXPECT_EQ(plain.find("SVDQ_PERTURB"), std::string::npos);
+  reg::testing::set_perturbed_timing(true);
+  const std::string perturbed = reg::render(b), perturbed_unit = reg::unit_name(b);
+  reg::testing::set_perturbed_timing(false);
+  EXPECT_NE(perturbed.find("#define SVDQ_PERTURB 1\n"), std::string::npos);
+  EXPECT_NE(perturbed_unit, plain_unit);
+  EXPECT_EQ(reg::render(b), plain);
+  EXPECT_EQ(reg::unit_name(b), plain_unit);
+}
+
 TEST(Registry, RenderingIsDeterministic) {
   for (const auto& b : reg::all_builds()) {
     EXPECT_EQ(reg::render(b), reg::render(b));

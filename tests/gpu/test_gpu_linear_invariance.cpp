@@ -1,5 +1,6 @@
 // svdquant_linear's one pass over x: a row's d and codes do not depend on M (the K split of d's sums is set by K
-// alone; small M splits K over CTAs, large M does not), and every call is bitwise identical run to run.
+// alone; small M splits K over CTAs, large M does not), and every call is bitwise identical run to run, also with
+// its hand-offs' timing perturbed.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -8,6 +9,7 @@
 #include "bench/problem.hpp"
 #include "format/nvfp4.hpp"
 #include "gpu_test_util.hpp"
+#include "registry/registry.hpp"
 
 namespace {
 
@@ -70,7 +72,10 @@ TEST_P(GpuLinearInvariance, RowsDoNotDependOnMAndRerunsAreIdentical) {
   for (auto& v : l1) v = random_bf16(rng, -6, -2);
   for (auto& v : bias) v = random_bf16(rng, -3, 1);
   const fmt::Quantized wq = fmt::quantize_reference(w.data(), N, K, 100.0f, ScaleLayout::Swizzled128x4);
-  Layer L{K, R, N};
+  Layer L;
+  L.k = K;
+  L.r = R;
+  L.n = N;
   L.x = upload(x);
   L.pqs = upload(pqs);
   L.w = upload(wq.q);
@@ -96,6 +101,21 @@ TEST_P(GpuLinearInvariance, RowsDoNotDependOnMAndRerunsAreIdentical) {
   }
   const Result again = run(L, M);
   EXPECT_TRUE(full.d == again.d && full.out == again.out) << "M = 4096 differs between two identical calls";
+  // The same bytes with pseudo-random pauses at the hand-offs (the split partial sums' flags, the GEMMs' barriers):
+  // registry::testing::set_perturbed_timing.
+  struct Restore {
+    ~Restore() { svdq::registry::testing::set_perturbed_timing(false); }
+  } restore;
+  for (int64_t m : {1, 16, 129, 1000}) {
+    SCOPED_TRACE("perturbed, M " + std::to_string(m));
+    const Result plain = run(L, m);
+    svdq::registry::testing::set_perturbed_timing(true);
+    const Result perturbed = run(L, m);
+    svdq::registry::testing::set_perturbed_timing(false);
+    EXPECT_TRUE(plain.d == perturbed.d) << "d";
+    EXPECT_TRUE(plain.xq == perturbed.xq) << "xq";
+    EXPECT_TRUE(plain.out == perturbed.out) << "out";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(KRank, GpuLinearInvariance,

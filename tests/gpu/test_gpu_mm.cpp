@@ -415,4 +415,41 @@ TEST(GpuMmDeterminism, RasterGroupsKeepTheBytes) {
   }
 }
 
+// The programs hand work between their warps (mbarriers) and CTAs (flags: stream-K partial sums, the idle
+// converters' units) in a fixed order, so their bytes cannot depend on timing. Every sm_90a build, compiled with
+// SVDQ_PERTURB (pseudo-random pauses of up to ~2 us at one hand-off in eight: registry::testing::set_perturbed_timing),
+// gives the bytes of its normal form, three runs in a row, on shapes that reach the stream-K tail and the idle
+// converters (4096 x 3104 x 1056: 16 x 13 tiles of 256 on 132 CTAs), the transposed product (N > M) and small M.
+// This is the evidence a racecheck report at those hand-offs is read against (docs/lab/).
+TEST(GpuMmDeterminism, PerturbedTimingKeepsTheBytes) {
+  SVDQ_REQUIRE_GPU();
+  const svdq::DeviceInfo info = svdq::current_device_info();
+  const int cc = info.cc_major * 10 + info.cc_minor;
+  if (cc != 90) GTEST_SKIP() << "sm_90a builds run on compute capability 9.0 only; this GPU is " << cc;
+  struct Restore {
+    ~Restore() { svdq::registry::testing::set_perturbed_timing(false); }
+  } restore;
+  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
+  for (const Shape& s : {make_shape(4096, 3104, 1056, 32, true), make_shape(300, 3104, 3104, 64, true),
+                         make_shape(129, 3072, 3072, 32, false)}) {
+    SCOPED_TRACE(s.str());
+    Problem p(s, seed_for(s, 2011));
+    const auto where = output_cell(s.n);
+    for (const svdq::registry::Build* b : svdq::registry::usable_builds(cc)) {
+      if (!svdq::registry::is_gemm(*b) || !svdq::registry::is_sm90a_program(b->program)) continue;
+      force.set(b->id);
+      svdq::registry::testing::set_perturbed_timing(false);
+      p.poison_output();
+      p.run();
+      const std::vector<uint16_t> ref = p.download_output();
+      svdq::registry::testing::set_perturbed_timing(true);
+      for (int run = 0; run < 3; ++run) {
+        p.poison_output();
+        p.run();
+        EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << b->id << " perturbed, run " << run;
+      }
+    }
+  }
+}
+
 }  // namespace
