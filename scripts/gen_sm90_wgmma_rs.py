@@ -23,9 +23,9 @@ w('#include "common/smxx_hd.cuh"')
 w("")
 w("namespace svdq_k {")
 w("")
-# N of every program's wgmma: the warp-specialized tiles (128, 192, 256), the swap-AB activation tiles (24, 40, 72,
-# 136) and the narrow program's column tiles (16, 24, 32).
-NS = (16, 24, 32, 40, 72, 128, 136, 192, 256)
+# N of every routed build's wgmma: the warp-specialized tiles (128, 256) and the swap-AB activation tiles (24, 72,
+# 136).
+NS = (24, 72, 128, 136, 256)
 PENDING = range(4)
 for n in NS:
     nacc = n // 2
@@ -48,8 +48,8 @@ for n in NS:
         w("}")
     w("")
 # SS forms (both operands K-major in shared memory) for the swap-AB program's tile widths and the
-# warp-specialized program's FP16-A form (BN = 256).
-SS_NS = (24, 40, 72, 136, 256)
+# warp-specialized program's SS rank steps (BN = 256).
+SS_NS = (24, 72, 136, 256)
 for n in SS_NS:
     nacc = n // 2
     for ty in ("f16", "bf16"):

@@ -121,7 +121,6 @@ int main() {
   check(cudaMalloc(&sink, 1024 * 4), "malloc");
   // One chain per warpgroup, one CTA per SM: the programs' K loop.
   run<24, 1, false, 1>("rs chain", 1, 1, zeros, cyc, sink, sms);
-  run<40, 1, false, 1>("rs chain", 1, 1, zeros, cyc, sink, sms);
   run<72, 1, false, 1>("rs chain", 1, 1, zeros, cyc, sink, sms);
   run<128, 1, false, 1>("rs chain", 1, 1, zeros, cyc, sink, sms);
   run<136, 1, false, 1>("rs chain", 1, 1, zeros, cyc, sink, sms);
@@ -133,14 +132,11 @@ int main() {
   // Independent chains in one warpgroup (separate accumulators, interleaved per k16 part).
   run<72, 2, false, 1>("rs 2 chains in a wg", 1, 1, zeros, cyc, sink, sms);
   run<72, 3, false, 1>("rs 3 chains in a wg", 1, 1, zeros, cyc, sink, sms);
-  run<40, 2, false, 1>("rs 2 chains in a wg", 1, 1, zeros, cyc, sink, sms);
-  run<40, 4, false, 1>("rs 4 chains in a wg", 1, 1, zeros, cyc, sink, sms);
   run<24, 3, false, 1>("rs 3 chains in a wg", 1, 1, zeros, cyc, sink, sms);
   run<24, 6, false, 1>("rs 6 chains in a wg", 1, 1, zeros, cyc, sink, sms);
   // More warpgroups per CTA, and several CTAs per SM.
   run<72, 1, false, 1>("rs chain, 2 wgs", 2, 1, zeros, cyc, sink, sms);
   run<72, 1, false, 1>("rs chain, 3 wgs", 3, 1, zeros, cyc, sink, sms);
-  run<40, 1, false, 1>("rs chain, 2 wgs", 2, 1, zeros, cyc, sink, sms);
   run<72, 1, false, 1>("rs chain, all SMs", 1, sms, zeros, cyc, sink, sms);
   run<72, 1, false, 1>("rs chain, 2 CTAs per SM", 1, 2 * sms, zeros, cyc, sink, sms);
   run<256, 1, false, 1>("rs chain, 2 wgs, all SMs", 2, sms, zeros, cyc, sink, sms);

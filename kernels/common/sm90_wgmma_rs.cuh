@@ -8,43 +8,6 @@
 
 namespace svdq_k {
 
-// D[64x16] += A[64x16] (registers) * B[16x16]^T (K-major shared-memory descriptor), FP32 accumulators.
-SVDQ_DEV void wgmma_rs_m64n16k16_f16(float* d, const u32* a, u64 desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-// D[64x16] += A[64x16] (registers) * B[16x16]^T (K-major shared-memory descriptor), FP32 accumulators.
-SVDQ_DEV void wgmma_rs_m64n16k16_bf16(float* d, const u32* a, u64 desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-// Waits until at most 0 committed wgmma group(s) of this warpgroup are pending; the 8 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait0_acc8(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) :: "memory");
-}
-// Waits until at most 1 committed wgmma group(s) of this warpgroup are pending; the 8 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait1_acc8(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 1;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) :: "memory");
-}
-// Waits until at most 2 committed wgmma group(s) of this warpgroup are pending; the 8 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait2_acc8(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 2;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) :: "memory");
-}
-// Waits until at most 3 committed wgmma group(s) of this warpgroup are pending; the 8 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait3_acc8(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 3;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) :: "memory");
-}
-
 // D[64x24] += A[64x16] (registers) * B[24x16]^T (K-major shared-memory descriptor), FP32 accumulators.
 SVDQ_DEV void wgmma_rs_m64n24k16_f16(float* d, const u32* a, u64 desc_b) {
   asm volatile(
@@ -80,80 +43,6 @@ SVDQ_DEV void wgmma_wait2_acc12(float* d) {
 // operands so the compiler keeps every access to them on the right side of the wait.
 SVDQ_DEV void wgmma_wait3_acc12(float* d) {
   asm volatile("wgmma.wait_group.sync.aligned 3;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]) :: "memory");
-}
-
-// D[64x32] += A[64x16] (registers) * B[32x16]^T (K-major shared-memory descriptor), FP32 accumulators.
-SVDQ_DEV void wgmma_rs_m64n32k16_f16(float* d, const u32* a, u64 desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-// D[64x32] += A[64x16] (registers) * B[32x16]^T (K-major shared-memory descriptor), FP32 accumulators.
-SVDQ_DEV void wgmma_rs_m64n32k16_bf16(float* d, const u32* a, u64 desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-// Waits until at most 0 committed wgmma group(s) of this warpgroup are pending; the 16 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait0_acc16(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) :: "memory");
-}
-// Waits until at most 1 committed wgmma group(s) of this warpgroup are pending; the 16 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait1_acc16(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 1;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) :: "memory");
-}
-// Waits until at most 2 committed wgmma group(s) of this warpgroup are pending; the 16 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait2_acc16(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 2;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) :: "memory");
-}
-// Waits until at most 3 committed wgmma group(s) of this warpgroup are pending; the 16 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait3_acc16(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 3;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) :: "memory");
-}
-
-// D[64x40] += A[64x16] (registers) * B[40x16]^T (K-major shared-memory descriptor), FP32 accumulators.
-SVDQ_DEV void wgmma_rs_m64n40k16_f16(float* d, const u32* a, u64 desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n40k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}, {%20, %21, %22, %23}, %24, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-// D[64x40] += A[64x16] (registers) * B[40x16]^T (K-major shared-memory descriptor), FP32 accumulators.
-SVDQ_DEV void wgmma_rs_m64n40k16_bf16(float* d, const u32* a, u64 desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}, {%20, %21, %22, %23}, %24, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-// Waits until at most 0 committed wgmma group(s) of this warpgroup are pending; the 20 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait0_acc20(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) :: "memory");
-}
-// Waits until at most 1 committed wgmma group(s) of this warpgroup are pending; the 20 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait1_acc20(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 1;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) :: "memory");
-}
-// Waits until at most 2 committed wgmma group(s) of this warpgroup are pending; the 20 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait2_acc20(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 2;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) :: "memory");
-}
-// Waits until at most 3 committed wgmma group(s) of this warpgroup are pending; the 20 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait3_acc20(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 3;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) :: "memory");
 }
 
 // D[64x72] += A[64x16] (registers) * B[72x16]^T (K-major shared-memory descriptor), FP32 accumulators.
@@ -267,43 +156,6 @@ SVDQ_DEV void wgmma_wait3_acc68(float* d) {
   asm volatile("wgmma.wait_group.sync.aligned 3;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]) :: "memory");
 }
 
-// D[64x192] += A[64x16] (registers) * B[192x16]^T (K-major shared-memory descriptor), FP32 accumulators.
-SVDQ_DEV void wgmma_rs_m64n192k16_f16(float* d, const u32* a, u64 desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, {%96, %97, %98, %99}, %100, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-// D[64x192] += A[64x16] (registers) * B[192x16]^T (K-major shared-memory descriptor), FP32 accumulators.
-SVDQ_DEV void wgmma_rs_m64n192k16_bf16(float* d, const u32* a, u64 desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, {%96, %97, %98, %99}, %100, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-// Waits until at most 0 committed wgmma group(s) of this warpgroup are pending; the 96 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait0_acc96(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]) :: "memory");
-}
-// Waits until at most 1 committed wgmma group(s) of this warpgroup are pending; the 96 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait1_acc96(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 1;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]) :: "memory");
-}
-// Waits until at most 2 committed wgmma group(s) of this warpgroup are pending; the 96 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait2_acc96(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 2;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]) :: "memory");
-}
-// Waits until at most 3 committed wgmma group(s) of this warpgroup are pending; the 96 accumulators are
-// operands so the compiler keeps every access to them on the right side of the wait.
-SVDQ_DEV void wgmma_wait3_acc96(float* d) {
-  asm volatile("wgmma.wait_group.sync.aligned 3;\n" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]) :: "memory");
-}
-
 // D[64x256] += A[64x16] (registers) * B[256x16]^T (K-major shared-memory descriptor), FP32 accumulators.
 SVDQ_DEV void wgmma_rs_m64n256k16_f16(float* d, const u32* a, u64 desc_b) {
   asm volatile(
@@ -355,22 +207,6 @@ SVDQ_DEV void wgmma_ss_m64n24k16_bf16(float* d, u64 desc_a, u64 desc_b) {
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, %12, %13, p, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
-      : "l"(desc_a), "l"(desc_b));
-}
-// D[64x40] += A[64x16] * B[40x16]^T, both K-major shared-memory descriptors, FP32 accumulators.
-SVDQ_DEV void wgmma_ss_m64n40k16_f16(float* d, u64 desc_a, u64 desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n40k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}, %20, %21, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
-      : "l"(desc_a), "l"(desc_b));
-}
-// D[64x40] += A[64x16] * B[40x16]^T, both K-major shared-memory descriptors, FP32 accumulators.
-SVDQ_DEV void wgmma_ss_m64n40k16_bf16(float* d, u64 desc_a, u64 desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}, %20, %21, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
       : "l"(desc_a), "l"(desc_b));
 }
 // D[64x72] += A[64x16] * B[72x16]^T, both K-major shared-memory descriptors, FP32 accumulators.
@@ -425,37 +261,28 @@ SVDQ_DEV void wgmma_ss_m64n256k16_bf16(float* d, u64 desc_a, u64 desc_b) {
 // m64nNk16 RS wgmma (f16 inputs) for a tile width N.
 template <int N>
 SVDQ_DEV void wgmma_rs_f16(float* d, const u32* a, u64 desc_b) {
-  static_assert(N == 16 || N == 24 || N == 32 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256, "wgmma_rs_f16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
-  if constexpr (N == 16) wgmma_rs_m64n16k16_f16(d, a, desc_b);
-  else if constexpr (N == 24) wgmma_rs_m64n24k16_f16(d, a, desc_b);
-  else if constexpr (N == 32) wgmma_rs_m64n32k16_f16(d, a, desc_b);
-  else if constexpr (N == 40) wgmma_rs_m64n40k16_f16(d, a, desc_b);
+  static_assert(N == 24 || N == 72 || N == 128 || N == 136 || N == 256, "wgmma_rs_f16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
+  if constexpr (N == 24) wgmma_rs_m64n24k16_f16(d, a, desc_b);
   else if constexpr (N == 72) wgmma_rs_m64n72k16_f16(d, a, desc_b);
   else if constexpr (N == 128) wgmma_rs_m64n128k16_f16(d, a, desc_b);
   else if constexpr (N == 136) wgmma_rs_m64n136k16_f16(d, a, desc_b);
-  else if constexpr (N == 192) wgmma_rs_m64n192k16_f16(d, a, desc_b);
   else if constexpr (N == 256) wgmma_rs_m64n256k16_f16(d, a, desc_b);
 }
 // m64nNk16 RS wgmma (bf16 inputs) for a tile width N.
 template <int N>
 SVDQ_DEV void wgmma_rs_bf16(float* d, const u32* a, u64 desc_b) {
-  static_assert(N == 16 || N == 24 || N == 32 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256, "wgmma_rs_bf16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
-  if constexpr (N == 16) wgmma_rs_m64n16k16_bf16(d, a, desc_b);
-  else if constexpr (N == 24) wgmma_rs_m64n24k16_bf16(d, a, desc_b);
-  else if constexpr (N == 32) wgmma_rs_m64n32k16_bf16(d, a, desc_b);
-  else if constexpr (N == 40) wgmma_rs_m64n40k16_bf16(d, a, desc_b);
+  static_assert(N == 24 || N == 72 || N == 128 || N == 136 || N == 256, "wgmma_rs_bf16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
+  if constexpr (N == 24) wgmma_rs_m64n24k16_bf16(d, a, desc_b);
   else if constexpr (N == 72) wgmma_rs_m64n72k16_bf16(d, a, desc_b);
   else if constexpr (N == 128) wgmma_rs_m64n128k16_bf16(d, a, desc_b);
   else if constexpr (N == 136) wgmma_rs_m64n136k16_bf16(d, a, desc_b);
-  else if constexpr (N == 192) wgmma_rs_m64n192k16_bf16(d, a, desc_b);
   else if constexpr (N == 256) wgmma_rs_m64n256k16_bf16(d, a, desc_b);
 }
 // m64nNk16 SS wgmma (f16 inputs) for a tile width N.
 template <int N>
 SVDQ_DEV void wgmma_ss_f16(float* d, u64 desc_a, u64 desc_b) {
-  static_assert(N == 24 || N == 40 || N == 72 || N == 136 || N == 256, "wgmma_ss_f16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
+  static_assert(N == 24 || N == 72 || N == 136 || N == 256, "wgmma_ss_f16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
   if constexpr (N == 24) wgmma_ss_m64n24k16_f16(d, desc_a, desc_b);
-  else if constexpr (N == 40) wgmma_ss_m64n40k16_f16(d, desc_a, desc_b);
   else if constexpr (N == 72) wgmma_ss_m64n72k16_f16(d, desc_a, desc_b);
   else if constexpr (N == 136) wgmma_ss_m64n136k16_f16(d, desc_a, desc_b);
   else if constexpr (N == 256) wgmma_ss_m64n256k16_f16(d, desc_a, desc_b);
@@ -463,9 +290,8 @@ SVDQ_DEV void wgmma_ss_f16(float* d, u64 desc_a, u64 desc_b) {
 // m64nNk16 SS wgmma (bf16 inputs) for a tile width N.
 template <int N>
 SVDQ_DEV void wgmma_ss_bf16(float* d, u64 desc_a, u64 desc_b) {
-  static_assert(N == 24 || N == 40 || N == 72 || N == 136 || N == 256, "wgmma_ss_bf16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
+  static_assert(N == 24 || N == 72 || N == 136 || N == 256, "wgmma_ss_bf16: no generated m64nNk16 for this N (scripts/gen_sm90_wgmma_rs.py)");
   if constexpr (N == 24) wgmma_ss_m64n24k16_bf16(d, desc_a, desc_b);
-  else if constexpr (N == 40) wgmma_ss_m64n40k16_bf16(d, desc_a, desc_b);
   else if constexpr (N == 72) wgmma_ss_m64n72k16_bf16(d, desc_a, desc_b);
   else if constexpr (N == 136) wgmma_ss_m64n136k16_bf16(d, desc_a, desc_b);
   else if constexpr (N == 256) wgmma_ss_m64n256k16_bf16(d, desc_a, desc_b);
@@ -473,23 +299,11 @@ SVDQ_DEV void wgmma_ss_bf16(float* d, u64 desc_a, u64 desc_b) {
 // wgmma.wait_group PENDING for a warpgroup whose accumulators are those of an m64nNk16 tile.
 template <int N, int PENDING>
 SVDQ_DEV void wgmma_wait_acc(float* d) {
-  static_assert((N == 16 || N == 24 || N == 32 || N == 40 || N == 72 || N == 128 || N == 136 || N == 192 || N == 256) && PENDING >= 0 && PENDING < 4, "wgmma_wait_acc: not generated");
-  if constexpr (N == 16 && PENDING == 0) wgmma_wait0_acc8(d);
-  else if constexpr (N == 16 && PENDING == 1) wgmma_wait1_acc8(d);
-  else if constexpr (N == 16 && PENDING == 2) wgmma_wait2_acc8(d);
-  else if constexpr (N == 16 && PENDING == 3) wgmma_wait3_acc8(d);
-  else if constexpr (N == 24 && PENDING == 0) wgmma_wait0_acc12(d);
+  static_assert((N == 24 || N == 72 || N == 128 || N == 136 || N == 256) && PENDING >= 0 && PENDING < 4, "wgmma_wait_acc: not generated");
+  if constexpr (N == 24 && PENDING == 0) wgmma_wait0_acc12(d);
   else if constexpr (N == 24 && PENDING == 1) wgmma_wait1_acc12(d);
   else if constexpr (N == 24 && PENDING == 2) wgmma_wait2_acc12(d);
   else if constexpr (N == 24 && PENDING == 3) wgmma_wait3_acc12(d);
-  else if constexpr (N == 32 && PENDING == 0) wgmma_wait0_acc16(d);
-  else if constexpr (N == 32 && PENDING == 1) wgmma_wait1_acc16(d);
-  else if constexpr (N == 32 && PENDING == 2) wgmma_wait2_acc16(d);
-  else if constexpr (N == 32 && PENDING == 3) wgmma_wait3_acc16(d);
-  else if constexpr (N == 40 && PENDING == 0) wgmma_wait0_acc20(d);
-  else if constexpr (N == 40 && PENDING == 1) wgmma_wait1_acc20(d);
-  else if constexpr (N == 40 && PENDING == 2) wgmma_wait2_acc20(d);
-  else if constexpr (N == 40 && PENDING == 3) wgmma_wait3_acc20(d);
   else if constexpr (N == 72 && PENDING == 0) wgmma_wait0_acc36(d);
   else if constexpr (N == 72 && PENDING == 1) wgmma_wait1_acc36(d);
   else if constexpr (N == 72 && PENDING == 2) wgmma_wait2_acc36(d);
@@ -502,10 +316,6 @@ SVDQ_DEV void wgmma_wait_acc(float* d) {
   else if constexpr (N == 136 && PENDING == 1) wgmma_wait1_acc68(d);
   else if constexpr (N == 136 && PENDING == 2) wgmma_wait2_acc68(d);
   else if constexpr (N == 136 && PENDING == 3) wgmma_wait3_acc68(d);
-  else if constexpr (N == 192 && PENDING == 0) wgmma_wait0_acc96(d);
-  else if constexpr (N == 192 && PENDING == 1) wgmma_wait1_acc96(d);
-  else if constexpr (N == 192 && PENDING == 2) wgmma_wait2_acc96(d);
-  else if constexpr (N == 192 && PENDING == 3) wgmma_wait3_acc96(d);
   else if constexpr (N == 256 && PENDING == 0) wgmma_wait0_acc128(d);
   else if constexpr (N == 256 && PENDING == 1) wgmma_wait1_acc128(d);
   else if constexpr (N == 256 && PENDING == 2) wgmma_wait2_acc128(d);
