@@ -59,6 +59,8 @@ struct Build {
   // (persistent alone) the copy launch writes the first round's column tiles of B; the CTAs a partial last round
   // would leave idle convert the rest during the first round (kernel IDLE).
   bool idle_cvt = false;
+  // Empty for a routed build; else why it is registered although nothing routes to it (svdq info prints it).
+  std::string not_routed;
   int threads = 256;
   int words_per_thread = 1;  // DequantFp16: packed words each thread converts (a block covers threads x this many)
   int64_t smem_bytes = 0;   // dynamic shared memory per block

@@ -78,3 +78,31 @@ TEST(CliUsage, BenchRouteTablesGoTogether) {
 }
 
 }  // namespace
+
+namespace {
+
+// `svdq info` names every registered build, on a machine with a GPU (those it can use) or without one (all of them,
+// exit 2); the one build nothing routes to says why it is registered.
+TEST(CliInfo, ListsTheBuildsAndWhyAnUnroutedOneIsKept) {
+  const CliResult r = run_cli("info");
+  if (r.code == 2) {
+    EXPECT_NE(r.out.find("no CUDA device"), std::string::npos) << r.out;
+    for (const char* id : {"sm80_gemm_m128_s4_t1", "sm90_ws_n256_s6_b4_pairs_pers_sk", "smxx_quant_lora_s8",
+                           "smxx_dequant_fp16_pairs", "smxx_decode_m16_j1_w4_s8"})
+      EXPECT_NE(r.out.find(id), std::string::npos) << id << "\n" << r.out;
+  } else {
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  const auto at = r.out.find("sm90_swap_m72_s8_dq8_t8_fused");
+  if (at != std::string::npos) {  // (listed: no GPU, or an sm_90 one)
+    const auto eol = r.out.find('\n', at);
+    EXPECT_NE(r.out.substr(at, eol - at).find("[not routed: the runner-up"), std::string::npos) << r.out;
+  } else {
+    EXPECT_EQ(r.code, 0) << r.out;
+  }
+  int unrouted = 0;  // every other build is routed
+  for (auto p = r.out.find("[not routed"); p != std::string::npos; p = r.out.find("[not routed", p + 1)) ++unrouted;
+  EXPECT_EQ(unrouted, at == std::string::npos ? 0 : 1) << r.out;
+}
+
+}  // namespace

@@ -13,6 +13,12 @@ namespace svdq::cli {
 namespace {
 std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
 
+// One line per build: its ID and description, and why it is registered if nothing routes to it.
+void print_build(const registry::Build& b) {
+  std::printf("  %-40s %s%s\n", b.id.c_str(), b.description().c_str(),
+              b.not_routed.empty() ? "" : (" [not routed: " + b.not_routed + "]").c_str());
+}
+
 int run_info() {
   std::printf("svdq %s\n", version_string().c_str());
   std::printf("  CUDA runtime     %s (linked statically)\n", cuda_version(CUDART_VERSION).c_str());
@@ -32,6 +38,9 @@ int run_info() {
   std::string reason;
   if (!gpu_available(&reason)) {
     std::printf("no CUDA device: %s\n", reason.c_str());
+    const auto& all = registry::all_builds();
+    std::printf("registered builds (%zu; those a device can use are listed with it):\n", all.size());
+    for (const registry::Build& b : all) print_build(b);
     return kNoDevice;
   }
   const DeviceInfo d = current_device_info();
@@ -44,7 +53,7 @@ int run_info() {
   std::printf("  driver              CUDA %s\n", cuda_version(d.driver_version).c_str());
   const auto builds = registry::usable_builds(cc);
   std::printf("usable builds (%zu):\n", builds.size());
-  for (const registry::Build* b : builds) std::printf("  %-28s %s\n", b->id.c_str(), b->description().c_str());
+  for (const registry::Build* b : builds) print_build(*b);
   return kOk;
 }
 }  // namespace
