@@ -1,5 +1,6 @@
 #include "bench/baselines.hpp"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -38,6 +39,18 @@ enum : uint64_t { kA = 101, kB, kD, kL1 };
 
 }  // namespace
 
+namespace {
+// Fills `buf` with copies of `block` (the last one cut short).
+void upload_repeated(DeviceBuffer& buf, const void* block, int64_t block_bytes) {
+  auto* dst = static_cast<uint8_t*>(buf.get());
+  for (int64_t off = 0; off < buf.bytes(); off += block_bytes) {
+    const int64_t n = std::min(block_bytes, buf.bytes() - off);
+    check_cuda(cudaMemcpy(dst + off, block, static_cast<size_t>(n), cudaMemcpyHostToDevice),
+               "cudaMemcpy (baseline operands)");
+  }
+}
+}  // namespace
+
 void fill_random_bf16(DeviceBuffer& buf, uint64_t seed, double lo, double hi, bool positive) {
   Rng rng(seed);
   std::vector<uint16_t> block(std::min<int64_t>(buf.bytes() / 2, int64_t(1) << 20));
@@ -45,13 +58,7 @@ void fill_random_bf16(DeviceBuffer& buf, uint64_t seed, double lo, double hi, bo
     const double mag = lo + (hi - lo) * rng.uniform();
     x = format::bf16_encode(static_cast<float>(!positive && (rng.next() & 1) ? -mag : mag));
   }
-  const int64_t block_bytes = static_cast<int64_t>(block.size() * 2);
-  auto* dst = static_cast<uint8_t*>(buf.get());
-  for (int64_t off = 0; off < buf.bytes(); off += block_bytes) {
-    const int64_t n = std::min(block_bytes, buf.bytes() - off);
-    check_cuda(cudaMemcpy(dst + off, block.data(), static_cast<size_t>(n), cudaMemcpyHostToDevice),
-               "cudaMemcpy (baseline operands)");
-  }
+  upload_repeated(buf, block.data(), static_cast<int64_t>(block.size() * 2));
 }
 
 namespace {
@@ -97,6 +104,125 @@ void Baselines::gemm(const Cublas& blas) const { gemm_tn(blas, a_.get(), b_.get(
 void Baselines::unfused_layer(const Cublas& blas) const {
   gemm_tn(blas, a_.get(), b_.get(), shape_.k, 0.0f);
   gemm_tn(blas, d_.get(), l1_.get(), shape_.rank, 1.0f);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// cuBLASLt FP8
+
+std::string fp8_unavailable_reason(int cc_major, int cc_minor, bool disabled) {
+  if (disabled) return "turned off by --no-fp8";
+  if (cc_major * 10 + cc_minor < 89)
+    return "FP8 tensor cores need sm_89 or newer; this GPU is sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+  return "";
+}
+
+std::string fp8_column_note(bool with_bias) {
+  return std::string("cuBLASLt FP8 = E4M3 x E4M3 -> BF16, per-tensor FP32 scales, FP32 compute (default accumulation, "
+                     "fast-accumulate off)") +
+         (with_bias ? ", bias epilogue" : ", no bias") +
+         ": a different format (8-bit, no low-rank branch, not svdq's numbers), what an H200 user could run instead";
+}
+
+namespace {
+enum : uint64_t { kA8 = 301, kB8, kScales, kBias8 };
+
+void fill_random_e4m3(DeviceBuffer& buf, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<uint8_t> block(static_cast<size_t>(std::min<int64_t>(buf.bytes(), int64_t(2) << 20)));
+  // Codes 0x20..0x47: exponent fields 4..8, i.e. 2^-3 .. 1.875 * 2^1; bit 7 the sign. Never 0x7F/0xFF (NaN).
+  for (auto& c : block) {
+    const uint64_t x = rng.next();
+    c = static_cast<uint8_t>(0x20 + (x >> 32) % 40) | static_cast<uint8_t>((x & 1) << 7);
+  }
+  upload_repeated(buf, block.data(), static_cast<int64_t>(block.size()));
+}
+}  // namespace
+
+// cuBLASLt state of the FP8 GEMM. Column-major, as Baselines::gemm_tn: C[N, M] = op_T(B8 as stored [K, N]) x
+// (A8 as stored [K, M]) — the "TN" form, the only one cuBLASLt runs FP8 in on Hopper.
+struct Fp8Gemm::Lt {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulHeuristicResult_t algo{};
+  ~Lt() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+    if (handle) cublasLtDestroy(handle);
+  }
+};
+
+Fp8Gemm::Fp8Gemm(const Shape& shape, uint64_t seed, bool with_bias) : shape_(shape) {
+  const int64_t m = as_int(shape.m, "M"), n = as_int(shape.n, "N"), k = as_int(shape.k, "K");
+  a_ = DeviceBuffer(checked::mul(m, k, "A8 bytes"));
+  b_ = DeviceBuffer(checked::mul(n, k, "B8 bytes"));
+  out_ = DeviceBuffer(checked::mul(checked::mul(m, n, "out elements"), 2, "out bytes"));
+  fill_random_e4m3(a_, mix_seed(seed, kA8));
+  fill_random_e4m3(b_, mix_seed(seed, kB8));
+  out_.fill_byte(0);
+  Rng rs(mix_seed(seed, kScales));
+  const float scales[2] = {static_cast<float>(0.5 + 1.5 * rs.uniform()), static_cast<float>(0.5 + 1.5 * rs.uniform())};
+  scales_ = DeviceBuffer(256);
+  scales_.upload(scales, sizeof scales);
+  const bool bias = with_bias && shape.bias;
+  if (bias) {
+    bias_ = DeviceBuffer(n * 2);
+    fill_random_bf16(bias_, mix_seed(seed, kBias8));
+  }
+  const int64_t ws_bytes = int64_t(64) << 20;
+  ws_ = DeviceBuffer(ws_bytes);
+
+  lt_ = std::make_unique<Lt>();
+  Lt& L = *lt_;
+  check_cublas(cublasLtCreate(&L.handle), "cublasLtCreate");
+  check_cublas(cublasLtMatmulDescCreate(&L.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate (FP8)");
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
+  check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
+  // cuBLAS-side A is B8 (the weights), cuBLAS-side B is A8 (the activations); each gets its own per-tensor scale.
+  const void* scale_w = static_cast<const uint8_t*>(scales_.get()) + 4;
+  const void* scale_x = scales_.get();
+  check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_w, sizeof scale_w),
+               "A_SCALE_POINTER");
+  check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_x, sizeof scale_x),
+               "B_SCALE_POINTER");
+  if (bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const void* bp = bias_.get();
+    check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "EPILOGUE");
+    check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp), "BIAS_POINTER");
+  }
+  check_cublas(cublasLtMatrixLayoutCreate(&L.la, CUDA_R_8F_E4M3, k, n, k), "cublasLtMatrixLayoutCreate(B8)");
+  check_cublas(cublasLtMatrixLayoutCreate(&L.lb, CUDA_R_8F_E4M3, k, m, k), "cublasLtMatrixLayoutCreate(A8)");
+  check_cublas(cublasLtMatrixLayoutCreate(&L.lc, CUDA_R_16BF, n, m, n), "cublasLtMatrixLayoutCreate(out)");
+  check_cublas(cublasLtMatmulPreferenceCreate(&L.pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t wsb = static_cast<uint64_t>(ws_bytes);
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(L.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb),
+               "MAX_WORKSPACE_BYTES");
+  int found = 0;
+  const int status =
+      cublasLtMatmulAlgoGetHeuristic(L.handle, L.op, L.la, L.lb, L.lc, L.lc, L.pref, 1, &L.algo, &found);
+  if (status != CUBLAS_STATUS_SUCCESS || found < 1)
+    throw Error(ErrorCode::Unsupported, "cuBLASLt offers no FP8 algorithm for " + shape.str() + " (" +
+                                            (status != CUBLAS_STATUS_SUCCESS
+                                                 ? std::string(cublasGetStatusString(static_cast<cublasStatus_t>(status)))
+                                                 : std::string("no result")) +
+                                            ")");
+}
+
+Fp8Gemm::~Fp8Gemm() = default;
+
+void Fp8Gemm::run(Stream s) const {
+  const Lt& L = *lt_;
+  const float one = 1.0f, zero = 0.0f;
+  check_cublas(cublasLtMatmul(L.handle, L.op, &one, b_.get(), L.la, a_.get(), L.lb, &zero, out_.get(), L.lc, out_.get(),
+                              L.lc, &L.algo.algo, ws_.get(), static_cast<size_t>(ws_.bytes()),
+                              reinterpret_cast<cudaStream_t>(s)),
+               "cublasLtMatmul (FP8)");
 }
 
 }  // namespace svdq::bench

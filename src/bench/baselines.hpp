@@ -1,8 +1,13 @@
 // What an H200 user runs today instead of svdq (TARGETS.md), on random BF16 data of the same shape:
 //   gemm:           out[M,N] = A[M,K] · B[N,K]ᵀ                 (cuBLAS BF16, FP32 compute, BF16 out)
 //   unfused_layer:  gemm, then out += d[M,r] · l1[N,r]ᵀ          (a second cuBLAS GEMM with beta = 1)
+//   Fp8Gemm:        out[M,N] = sa·sb · A8[M,K] · B8[N,K]ᵀ (+ bias) (cuBLASLt, E4M3 x E4M3 -> BF16, per-tensor FP32
+//                   scales, FP32 compute): a different format and no low-rank branch, the fastest GEMM an H200
+//                   user could pick instead
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "bench/problem.hpp"
 
@@ -48,6 +53,30 @@ class Baselines {
   void gemm_tn(const Cublas& blas, const void* a, const void* b, int64_t k, float beta) const;
   Shape shape_;
   DeviceBuffer a_, b_, d_, l1_, out_;
+};
+
+// Why the FP8 column cannot be measured, or "" when it can: turned off (`disabled`, i.e. --no-fp8), or a GPU below
+// sm_89 (no FP8 tensor cores).
+std::string fp8_unavailable_reason(int cc_major, int cc_minor, bool disabled);
+// One line for headers: what the FP8 column is.
+std::string fp8_column_note(bool with_bias);
+
+class Fp8Gemm {
+ public:
+  // Random E4M3 operands (magnitudes 2^-3 .. 3.75, random signs, never NaN), per-tensor scales in [0.5, 2),
+  // a BF16 bias through the cuBLASLt bias epilogue when `with_bias` (and the shape has one). Throws
+  // svdq::Error(Unsupported) when cuBLASLt offers no algorithm (an FP8 GEMM needs sm_89+).
+  Fp8Gemm(const Shape& shape, uint64_t seed, bool with_bias);
+  ~Fp8Gemm();
+  Fp8Gemm(const Fp8Gemm&) = delete;
+  Fp8Gemm& operator=(const Fp8Gemm&) = delete;
+  void run(Stream s) const;  // one cublasLtMatmul
+
+ private:
+  Shape shape_;
+  DeviceBuffer a_, b_, scales_, bias_, out_, ws_;
+  struct Lt;
+  std::unique_ptr<Lt> lt_;
 };
 
 }  // namespace svdq::bench

@@ -77,6 +77,56 @@ TEST(CliUsage, BenchRouteTablesGoTogether) {
   }
 }
 
+// Workload and random-shape arguments are checked (a workload file read) before any device work: on a machine with
+// a GPU as without one, a bad argument exits 64 naming it.
+TEST(CliUsage, BenchWorkloadErrorsNameTheFileLineAndRule) {
+  const auto file = std::filesystem::temp_directory_path() / "svdq_cli_usage_workload.txt";
+  {
+    std::FILE* f = std::fopen(file.string().c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("# two shapes\n129 3072 3072 32 1 4\n129 3072 3048 32 1 4\n", f);
+    std::fclose(f);
+  }
+  for (const std::string mode : {"bench", "bench --layer"}) {
+    CliResult r = run_cli(mode + " --workload " + file.string());
+    EXPECT_EQ(r.code, 64) << r.out;
+    EXPECT_NE(r.out.find(file.string() + "', line 3: K = 3048 must be a positive multiple of 32"), std::string::npos) << r.out;
+    r = run_cli(mode + " --workload no_such_workload");
+    EXPECT_EQ(r.code, 64) << r.out;
+    EXPECT_NE(r.out.find("argument '--workload': 'no_such_workload' is neither a built-in workload"), std::string::npos)
+        << r.out;
+  }
+  std::filesystem::remove(file);
+}
+
+TEST(CliUsage, BenchRandomArguments) {
+  CliResult r = run_cli("bench --random 4 --workload flux1-1024");
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find("'--random' and '--workload' exclude each other"), std::string::npos) << r.out;
+  r = run_cli("tune --out /tmp/svdq_cli_usage_never.json --random 4 --shapes 1x32x32");
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find("'--random' and '--shapes' exclude each other"), std::string::npos) << r.out;
+  r = run_cli("bench --random 0");
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find("--random"), std::string::npos) << r.out;
+  r = run_cli("bench --quantize --no-fp8");
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find("'--no-fp8'"), std::string::npos) << r.out;
+}
+
+// The sample is printed before the run. An unwritable CSV path stops the run before any launch where there is a GPU
+// (exit 3); without one, the device check answers first (exit 2).
+TEST(CliUsage, BenchRandomPrintsTheSampleFirst) {
+  const CliResult r = run_cli("bench --random 3 --seed 7 --csv /nonexistent_dir_svdq/x.csv");
+  EXPECT_TRUE(r.code == 2 || r.code == 3) << r.out;
+  EXPECT_NE(r.out.find("random: 3 shapes, seed 7"), std::string::npos) << r.out;
+  const size_t a = r.out.find("1x3072x7168 r128 b0"), b = r.out.find("242x5632x11776 r32 b1"),
+               c = r.out.find("137x15872x9728 r64 b1");
+  EXPECT_TRUE(a != std::string::npos && b != std::string::npos && c != std::string::npos && a < b && b < c) << r.out;
+  const CliResult d = run_cli("bench --random 2 --csv /nonexistent_dir_svdq/x.csv");  // no --seed: one is drawn
+  EXPECT_NE(d.out.find("seed drawn for this run: --seed "), std::string::npos) << d.out;
+}
+
 }  // namespace
 
 namespace {

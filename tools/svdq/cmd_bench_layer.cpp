@@ -17,6 +17,7 @@
 #include "bench/layer.hpp"
 #include "bench/timer.hpp"
 #include "bench/suite.hpp"
+#include "bench/workload.hpp"
 #include "commands.hpp"
 #include "svdq/svdq.hpp"
 
@@ -24,34 +25,9 @@ namespace svdq::cli {
 
 namespace {
 
-struct WorkloadRow {
-  bench::Shape shape;
-  int64_t count = 1;
-};
+using bench::WorkloadRow;
 
-// SPEC §6 workloads (rank 32).
-std::vector<WorkloadRow> workload(const std::string& name) {
-  const auto shape = [](int64_t m, int64_t n, int64_t k, bool bias) { return bench::make_shape(m, n, k, 32, bias); };
-  std::vector<WorkloadRow> rows;
-  if (name == "flux1-1024") {
-    // 19 double blocks x {image 4096, text 512} and 38 single blocks x 4608, each {qkv, out, fc1, fc2}.
-    for (auto [m, count] : {std::pair<int64_t, int64_t>{4096, 19}, {512, 19}, {4608, 38}})
-      for (auto [n, k] : {std::pair<int64_t, int64_t>{9216, 3072}, {3072, 3072}, {12288, 3072}, {3072, 12288}})
-        rows.push_back({shape(m, n, k, true), count});
-    return rows;
-  }
-  const std::pair<int64_t, int64_t> llm[] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
-  std::vector<int64_t> ms;
-  if (name == "llm8b-decode") ms = {1, 16};
-  else if (name == "llm8b-prefill") ms = {128, 512, 2048};
-  else throw Error(ErrorCode::InvalidArgument, "argument '--workload': unknown workload '" + name +
-                                                   "' (flux1-1024, llm8b-decode, llm8b-prefill)");
-  for (int64_t m : ms)
-    for (auto [n, k] : llm) rows.push_back({shape(m, n, k, false), 1});
-  return rows;
-}
-
-enum LOp { kLayer = 0, kGemm = 1, kCublas = 2, kChain = 3, kLOps = 4 };
+enum LOp { kLayer = 0, kGemm = 1, kCublas = 2, kChain = 3, kFp8 = 4, kLOps = 5 };
 
 struct LayerResult {
   WorkloadRow row;
@@ -60,6 +36,7 @@ struct LayerResult {
   std::map<std::string, std::vector<double>> kernel_us;  // the layer's kernels by (short) name
   std::vector<std::string> kernel_order;
   std::string error;
+  std::string fp8_error;  // the FP8 baseline's failure (its column shows n/a)
 };
 
 std::string short_name(const std::string& n) {  // "svdq_smxx_quant_lora_s8" -> "smxx_quant_lora_s8"
@@ -74,13 +51,9 @@ std::string fmt(const char* f, double v) {
 
 double med(const std::vector<double>& v) { return v.empty() ? 0.0 : bench::median(v); }
 
-std::string spread(const std::vector<double>& sm) {
-  if (sm.size() < 2) return "";
-  const auto [lo, hi] = std::minmax_element(sm.begin(), sm.end());
-  return fmt("[%.2f", *lo) + fmt("-%.2f]", *hi);
-}
-
-void run_layer_session(const LayerBenchOptions& o, bench::KernelTimer& timer, const bench::Cublas& blas, LayerResult& r) {
+// `fp8`: the FP8 column is measured (the GPU has FP8 and --no-fp8 was not given).
+void run_layer_session(const LayerBenchOptions& o, bench::KernelTimer& timer, const bench::Cublas& blas, LayerResult& r,
+                       bool fp8) {
   if (!r.error.empty()) return;
   std::optional<bench::LayerProblem> p;
   try {
@@ -90,8 +63,28 @@ void run_layer_session(const LayerBenchOptions& o, bench::KernelTimer& timer, co
     r.error = e.what();
     return;
   }
+  std::optional<bench::Fp8Gemm> fp8_gemm;
+  if (fp8 && r.fp8_error.empty()) {
+    try {
+      fp8_gemm.emplace(r.row.shape, o.seed, true);  // bias by the epilogue: as the cuBLAS x·Wᵀ+b column
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::NoDevice) throw;
+      r.fp8_error = e.what();
+    }
+  }
   std::vector<double> samples[kLOps];
   const auto measure = [&](LOp op, bool keep) {
+    if (op == kFp8) {  // its failure leaves the other columns measured
+      if (!fp8_gemm || !r.fp8_error.empty()) return;
+      try {
+        const bench::Sample s = timer.measure([&](Stream st) { fp8_gemm->run(st); });
+        if (keep) samples[op].push_back(s.us);
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::NoDevice) throw;
+        r.fp8_error = e.what();
+      }
+      return;
+    }
     const bench::Sample s = timer.measure([&](Stream st) {
       switch (op) {
         case kLayer: p->layer(st); break;
@@ -114,8 +107,8 @@ void run_layer_session(const LayerBenchOptions& o, bench::KernelTimer& timer, co
   };
   try {
     for (int i = 0; i < o.warmup; ++i)
-      for (LOp op : {kLayer, kGemm, kCublas, kChain}) measure(op, false);
-    constexpr LOp kOrder[] = {kLayer, kGemm, kCublas, kChain, kChain, kCublas, kGemm, kLayer};
+      for (LOp op : {kLayer, kGemm, kCublas, kChain, kFp8}) measure(op, false);
+    constexpr LOp kOrder[] = {kLayer, kGemm, kCublas, kChain, kFp8, kFp8, kChain, kCublas, kGemm, kLayer};
     for (int g = 0; g < (o.repeats + 1) / 2; ++g)
       for (LOp op : kOrder) measure(op, true);
   } catch (const Error& e) {
@@ -124,20 +117,29 @@ void run_layer_session(const LayerBenchOptions& o, bench::KernelTimer& timer, co
     return;
   }
   for (int op = 0; op < kLOps; ++op) {
+    if (samples[op].empty() || (op == kFp8 && !r.fp8_error.empty())) continue;
     r.us[op].insert(r.us[op].end(), samples[op].begin(), samples[op].end());
     r.session_median[op].push_back(med(samples[op]));
   }
 }
 
-void print_layer_table(const std::vector<LayerResult>& rs, bool weighted) {
-  std::printf("%6s %6s %6s %4s %4s %5s | %22s | %22s | %22s | %22s | %9s | %11s | %10s | %s\n", "M", "N", "K", "rank", "bias",
-              "count", "cuBLAS x·Wᵀ+b µs", "chain µs", "svdq GEMM µs", "svdq layer µs", "layer-GEMM", "(l-G)/GEMM",
-              "layer/cuBLAS", "layer kernels (µs)");
-  double tot[kLOps] = {0, 0, 0, 0};
+// The row's medians (0: not measured); FP8 0 once it failed.
+void row_medians(const LayerResult& r, double (&m)[kLOps]) {
+  for (int op = 0; op < kLOps; ++op) m[op] = r.error.empty() ? med(r.us[op]) : 0.0;
+  if (!r.fp8_error.empty()) m[kFp8] = 0.0;
+}
+
+std::string ratio_text(double a, double b) { return a > 0 && b > 0 ? fmt("%.3f", a / b) : "-"; }
+
+// `fp8_na`: why the FP8 column is off for the whole run ("" when it is measured).
+void print_layer_table(const std::vector<LayerResult>& rs, const std::string& fp8_na) {
+  std::printf("%6s %6s %6s %4s %4s %5s | %22s | %22s | %22s | %22s | %22s | %9s | %11s | %12s | %9s | %s\n", "M", "N",
+              "K", "rank", "bias", "count", "cuBLAS x·Wᵀ+b µs", "cuBLASLt fp8 +b µs", "chain µs", "svdq GEMM µs",
+              "svdq layer µs", "layer-GEMM", "(l-G)/GEMM", "layer/cuBLAS", "layer/fp8", "layer kernels (µs)");
   for (const auto& r : rs) {
     const auto& s = r.row.shape;
     double m[kLOps];
-    for (int op = 0; op < kLOps; ++op) m[op] = med(r.us[op]);
+    row_medians(r, m);
     std::printf("%6lld %6lld %6lld %4lld %4d %5lld", static_cast<long long>(s.m), static_cast<long long>(s.n),
                 static_cast<long long>(s.k), static_cast<long long>(s.rank), s.bias ? 1 : 0,
                 static_cast<long long>(r.row.count));
@@ -145,36 +147,85 @@ void print_layer_table(const std::vector<LayerResult>& rs, bool weighted) {
       std::printf(" | error: %s\n", r.error.c_str());
       continue;
     }
-    for (int op : {kCublas, kChain, kGemm, kLayer})
-      std::printf(" | %8s %13s", fmt("%.2f", m[op]).c_str(), spread(r.session_median[op]).c_str());
-    std::printf(" | %9s | %11s | %10s |", fmt("%.2f", m[kLayer] - m[kGemm]).c_str(),
-                fmt("%.3f", (m[kLayer] - m[kGemm]) / m[kGemm]).c_str(), fmt("%.3f", m[kLayer] / m[kCublas]).c_str());
+    for (int op : {kCublas, kFp8, kChain, kGemm, kLayer}) {
+      if (op == kFp8 && !(m[op] > 0)) {
+        std::printf(" | %8s %13s", fp8_na.empty() && r.fp8_error.empty() ? "-" : "n/a", "");
+        continue;
+      }
+      std::printf(" | %8s %13s", fmt("%.2f", m[op]).c_str(), session_spread(r.session_median[op]).c_str());
+    }
+    std::printf(" | %9s | %11s | %12s | %9s |", fmt("%.2f", m[kLayer] - m[kGemm]).c_str(),
+                fmt("%.3f", (m[kLayer] - m[kGemm]) / m[kGemm]).c_str(), ratio_text(m[kLayer], m[kCublas]).c_str(),
+                ratio_text(m[kLayer], m[kFp8]).c_str());
     for (const auto& k : r.kernel_order) std::printf(" %s %.2f;", k.c_str(), med(r.kernel_us.at(k)));
     std::printf("\n");
-    for (int op = 0; op < kLOps; ++op) tot[op] += m[op] * double(r.row.count);
   }
-  if (weighted) {
-    std::printf("weighted total (µs): cuBLAS x·Wᵀ+b %.1f, chain %.1f, svdq GEMM %.1f, svdq layer %.1f; layer / GEMM %.3f, "
-                "layer / cuBLAS %.3f, GEMM / cuBLAS %.3f\n",
-                tot[kCublas], tot[kChain], tot[kGemm], tot[kLayer], tot[kLayer] / tot[kGemm], tot[kLayer] / tot[kCublas],
-                tot[kGemm] / tot[kCublas]);
+  if (!fp8_na.empty()) std::printf("cuBLASLt fp8: n/a: %s\n", fp8_na.c_str());
+  for (const auto& r : rs)
+    if (!r.fp8_error.empty()) std::printf("%s: cuBLASLt fp8 n/a: %s\n", r.row.shape.str().c_str(), r.fp8_error.c_str());
+}
+
+// The lines that end a workload or random run (also written, as comments, at the end of the CSV).
+std::vector<std::string> layer_summary_lines(const std::vector<LayerResult>& rs, const LayerBenchOptions& o, bool fp8_on) {
+  std::vector<std::string> lines;
+  std::vector<WorkloadRow> rows;
+  std::vector<bench::Shape> shapes;
+  std::vector<double> t[kLOps], ratio;
+  for (const auto& r : rs) {
+    double m[kLOps];
+    row_medians(r, m);
+    rows.push_back(r.row);
+    shapes.push_back(r.row.shape);
+    for (int op = 0; op < kLOps; ++op) t[op].push_back(m[op]);
+    ratio.push_back(m[kLayer] > 0 && m[kCublas] > 0 ? m[kLayer] / m[kCublas] : 0.0);
   }
+  if (!o.workload.empty()) {
+    int64_t miss[kLOps];
+    double tot[kLOps];
+    for (int op = 0; op < kLOps; ++op) tot[op] = bench::weighted_total(rows, t[op], &miss[op]);
+    const auto total = [&](int op, const char* name) {
+      if (op == kFp8 && !fp8_on) return std::string(name) + " n/a";
+      return std::string(name) + " " +
+             (miss[op] ? "incomplete (" + std::to_string(miss[op]) + " rows missing)" : fmt("%.1f", tot[op]));
+    };
+    std::string ratios;
+    const auto ratio_of = [&](int a, int b, const char* name) {
+      if (miss[a] || miss[b] || (!fp8_on && (a == kFp8 || b == kFp8))) return;
+      ratios += std::string(ratios.empty() ? "; " : ", ") + name + " " + fmt("%.3f", tot[a] / tot[b]);
+    };
+    ratio_of(kLayer, kGemm, "layer / GEMM");
+    ratio_of(kLayer, kCublas, "layer / cuBLAS");
+    ratio_of(kGemm, kCublas, "GEMM / cuBLAS");
+    ratio_of(kLayer, kFp8, "layer / FP8");
+    lines.push_back("weighted total (sum of count x median, µs): " + total(kCublas, "cuBLAS x·Wᵀ+b") + ", " +
+                    total(kFp8, "cuBLASLt FP8 +b") + ", " + total(kChain, "chain") + ", " + total(kGemm, "svdq GEMM") +
+                    ", " + total(kLayer, "svdq layer") + ratios);
+  }
+  if (o.random > 0)
+    lines.push_back(bench::held_out_line(bench::summarize_ratios(shapes, ratio), o.random, o.seed, "svdq layer / cuBLAS x·Wᵀ+b time"));
+  return lines;
 }
 
 void write_layer_csv(const std::string& path, const std::vector<LayerResult>& rs, const DeviceInfo& dev,
-                     const std::string& method, const std::string& command_line) {
+                     const std::string& method, const std::string& command_line, const std::vector<std::string>& header,
+                     const std::vector<std::string>& summary) {
   std::ofstream f(path);
   if (!f) throw Error(ErrorCode::Io, "cannot open '" + path + "' for writing");
-  write_csv_header(f, dev, method, command_line);
-  f << "m,n,k,rank,bias,count,cublas_linear_us,chain_us,svdq_gemm_us,svdq_layer_us,layer_minus_gemm_us,kernels,error\n";
+  write_csv_header(f, dev, method, command_line, header);
+  f << "m,n,k,rank,bias,count,cublas_linear_us,chain_us,svdq_gemm_us,svdq_layer_us,layer_minus_gemm_us,kernels,error,"
+       "fp8_linear_us,fp8_error\n";
   for (const auto& r : rs) {
     const auto& s = r.row.shape;
+    double m[kLOps];
+    row_medians(r, m);
     f << s.m << ',' << s.n << ',' << s.k << ',' << s.rank << ',' << (s.bias ? 1 : 0) << ',' << r.row.count;
-    for (int op : {kCublas, kChain, kGemm, kLayer}) f << ',' << fmt("%.3f", med(r.us[op]));
-    f << ',' << fmt("%.3f", med(r.us[kLayer]) - med(r.us[kGemm])) << ',';
+    for (int op : {kCublas, kChain, kGemm, kLayer}) f << ',' << fmt("%.3f", m[op]);
+    f << ',' << fmt("%.3f", m[kLayer] - m[kGemm]) << ',';
     for (const auto& k : r.kernel_order) f << k << ' ' << fmt("%.3f", med(r.kernel_us.at(k))) << ';';
-    f << ',' << '"' << r.error << '"' << "\n";
+    f << ',' << '"' << r.error << '"' << ',' << (m[kFp8] > 0 ? fmt("%.3f", m[kFp8]) : "") << ',' << '"'
+      << r.fp8_error << '"' << "\n";
   }
+  for (const auto& line : summary) f << "# " << line << "\n";
   if (!f) throw Error(ErrorCode::Io, "writing '" + path + "' failed");
 }
 
@@ -205,14 +256,21 @@ double copy_rate_gbs(Stream stream) {
 }  // namespace
 
 int run_bench_layer(const LayerBenchOptions& o, const std::string& command_line) {
-  std::vector<WorkloadRow> rows;
-  if (!o.workload.empty()) rows = workload(o.workload);
-  if (!o.shapes.empty())
-    for (const auto& s : bench::parse_shape_list(o.shapes)) rows.push_back({s, 1});
+  // Every argument is checked (and a workload file read) before the device is touched.
+  std::vector<WorkloadRow> rows = bench::select_rows(o.workload, o.shapes, o.random, o.seed);
+  const std::string rows_desc =
+      (rows.empty() ? std::string("the layer issue's default rows")
+                    : bench::describe_rows(o.workload, o.shapes, o.random, o.seed, rows)) +
+      (o.seed_drawn ? "; seed drawn for this run: --seed " + std::to_string(o.seed) + " repeats it" : "");
   if (rows.empty())
     for (const char* s : {"4096x3072x3072:r32:b1", "4608x12288x3072:r32:b1", "512x3072x12288:r32:b1", "1x4096x4096:r32:b0",
                           "16x28672x4096:r32:b0"})
       rows.push_back({bench::parse_shape(s), 1});
+  if (o.random > 0) {  // printed before the run (and without a GPU): the sample itself is worth seeing
+    std::printf("shapes: %s\n", rows_desc.c_str());
+    for (size_t i = 0; i < rows.size(); ++i) std::printf("  %3zu  %s\n", i + 1, rows[i].shape.str().c_str());
+    std::fflush(stdout);
+  }
   std::string reason;
   if (!gpu_available(&reason)) {
     std::fprintf(stderr, "svdq bench: no CUDA device: %s\n", reason.c_str());
@@ -232,14 +290,16 @@ int run_bench_layer(const LayerBenchOptions& o, const std::string& command_line)
               dev.name.c_str(), dev.cc_major, dev.cc_minor, dev.sm_count, version_string().c_str(), timer.method().c_str());
   std::printf("%d session(s) x %d samples per operation, %d warm-up launches each, median [spread of session medians]\n",
               o.sessions, (o.repeats + 1) / 2 * 2, o.warmup);
+  std::printf("shapes: %s\n", rows_desc.c_str());
 
   if (o.quantize) {
     const double copy = copy_rate_gbs(stream);
     std::printf("device copy rate (1 GiB cudaMemcpy D2D, read + written, CUDA events): %.0f GB/s\n", copy);
     std::printf("%6s %6s | %10s | %10s | %9s | %s\n", "M", "K", "quantize µs", "bytes", "GB/s", "of copy rate");
     std::ofstream f(o.csv);
-    f << "# gpu: " << dev.name << "; date: " << utc_now() << "; svdq " << version_string() << "; command: " << command_line
-      << "\n# timing: " << timer.method() << "; copy rate " << fmt("%.1f", copy) << " GB/s\nm,k,quantize_us,bytes,gbs,of_copy\n";
+    write_csv_header(f, dev, timer.method() + "; copy rate " + fmt("%.1f", copy) + " GB/s", command_line,
+                     {"shapes: " + rows_desc + " (N ignored)"});
+    f << "m,k,quantize_us,bytes,gbs,of_copy\n";
     for (const auto& row : rows) {
       bench::Shape s = row.shape;
       s.n = 32;  // the quantizer reads no weights
@@ -259,17 +319,23 @@ int run_bench_layer(const LayerBenchOptions& o, const std::string& command_line)
     return kOk;
   }
 
+  const std::string fp8_na = bench::fp8_unavailable_reason(dev.cc_major, dev.cc_minor, o.no_fp8);
+  const std::string fp8_line = fp8_na.empty() ? bench::fp8_column_note(true) : "cuBLASLt FP8 column: n/a: " + fp8_na;
+  std::printf("%s\n", fp8_line.c_str());
+  std::fflush(stdout);
   std::vector<LayerResult> rs(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) rs[i].row = rows[i];
   for (int sess = 0; sess < o.sessions; ++sess)
     for (size_t i = 0; i < rs.size(); ++i) {
       std::fprintf(stderr, "[session %d/%d] [%zu/%zu] %s\n", sess + 1, o.sessions, i + 1, rs.size(),
                    rs[i].row.shape.str().c_str());
-      run_layer_session(o, timer, blas, rs[i]);
+      run_layer_session(o, timer, blas, rs[i], fp8_na.empty());
     }
-  print_layer_table(rs, !o.workload.empty());
-  write_layer_csv(o.csv, rs, dev, timer.method(), command_line);
+  print_layer_table(rs, fp8_na);
+  const std::vector<std::string> summary = layer_summary_lines(rs, o, fp8_na.empty());
+  write_layer_csv(o.csv, rs, dev, timer.method(), command_line, {"shapes: " + rows_desc, fp8_line}, summary);
   std::printf("wrote %s\n", o.csv.c_str());
+  for (const auto& line : summary) std::printf("%s\n", line.c_str());
   for (const auto& r : rs)
     if (!r.error.empty()) return kError;
   return kOk;

@@ -14,6 +14,7 @@
 #include "bench/problem.hpp"
 #include "bench/suite.hpp"
 #include "bench/timer.hpp"
+#include "bench/workload.hpp"
 #include "common/env.hpp"
 #include "commands.hpp"
 #include "jit/kernel_cache.hpp"
@@ -27,13 +28,15 @@ namespace svdq::cli {
 namespace {
 
 struct TuneOptions {
-  std::string shapes;  // empty: the default suite
+  std::string shapes;  // empty (and no random): the default suite
+  int64_t random = 0;  // > 0: that many random shapes of `seed` (bench::random_shapes) instead
   std::string out;
   std::string builds;  // comma-separated candidates; empty: every GEMM build usable here
   std::string update;  // a table to update: its other shapes stay, a retuned shape keeps its build when it ties
   int repeats = 6;
   int warmup = 2;
   uint64_t seed = 1;
+  bool seed_drawn = false;  // --random without --seed: the seed was drawn for this run
   std::string timer = "auto";
 };
 
@@ -72,13 +75,21 @@ std::vector<const registry::Build*> candidates(const std::vector<const registry:
 
 int run_tune(const TuneOptions& o, const std::string& command_line) {
   if (o.out.empty()) throw Error(ErrorCode::InvalidArgument, "argument '--out' is required");
-  const auto shapes = o.shapes.empty() ? bench::default_suite() : bench::parse_shape_list(o.shapes);
+  std::vector<bench::Shape> shapes;
+  for (const auto& row : bench::select_rows("", o.shapes, o.random, o.seed)) shapes.push_back(row.shape);
+  if (shapes.empty()) shapes = bench::default_suite();
   const auto kind = bench::parse_timer_kind(o.timer);
   const auto listed = o.builds.empty() ? std::vector<const registry::Build*>{} : parse_builds(o.builds);
   std::unique_ptr<router::RouteTable> base;
   if (!o.update.empty())
     base = std::make_unique<router::RouteTable>(
         router::RouteTable::load(o.update, "'" + o.update + "' (argument '--update')"));
+  if (o.random > 0) {  // printed before the run (and without a GPU)
+    std::printf("shapes: %s%s\n", bench::describe_rows("", "", o.random, o.seed, {}).c_str(),
+                o.seed_drawn ? ("; seed drawn for this run: --seed " + std::to_string(o.seed) + " repeats it").c_str() : "");
+    for (size_t i = 0; i < shapes.size(); ++i) std::printf("  %3zu  %s\n", i + 1, shapes[i].str().c_str());
+    std::fflush(stdout);
+  }
   std::string reason;
   if (!gpu_available(&reason)) {
     std::fprintf(stderr, "svdq tune: no CUDA device: %s\n", reason.c_str());
@@ -110,7 +121,8 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
   table.device = info.name;
   table.created = utc_now();
   table.svdq = version_string();
-  table.provenance = "svdq tune on " + info.name + ": " + std::to_string(shapes.size()) + " shapes, " +
+  table.provenance = "svdq tune on " + info.name + ": " + std::to_string(shapes.size()) +
+                     (o.random > 0 ? " random shapes of seed " + std::to_string(o.seed) : std::string(" shapes")) + ", " +
                      std::to_string(cands.size()) + " candidate builds, " + timer.method();
   for (size_t i = 0; i < shapes.size(); ++i) {
     const bench::Shape& s = shapes[i];
@@ -158,6 +170,10 @@ void add_tune(CLI::App& app, int* exit_code, const std::string& command_line) {
   CLI::App* sub = app.add_subcommand("tune", "Measure the candidate GEMM builds per shape on this GPU and write a route table");
   sub->add_option("--out", o->out, "Route table file to write (JSON; use it with SVDQ_ROUTE_TABLE)")->required();
   sub->add_option("--shapes", o->shapes, "Comma-separated shapes MxNxK[:rR][:bB] (default: the SPEC §3 suite)");
+  sub->add_option("--random", o->random,
+                  "N random shapes of --seed instead (the distribution of `svdq bench --random`; without --seed a fresh "
+                  "seed, printed)")
+      ->check(CLI::Range(int64_t(1), int64_t(100000)));
   sub->add_option("--builds", o->builds, "Comma-separated candidate build ids (default: every GEMM build usable here)");
   sub->add_option("--update", o->update,
                   "Route table to update: its other shapes are kept; a retuned shape keeps its build when that build "
@@ -170,11 +186,16 @@ void add_tune(CLI::App& app, int* exit_code, const std::string& command_line) {
   sub->add_option("--warmup", o->warmup, "Untimed launches per candidate per shape")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
-  sub->add_option("--seed", o->seed, "Random seed for the inputs")->capture_default_str();
+  CLI::Option* seed_opt =
+      sub->add_option("--seed", o->seed, "Random seed for the inputs and the --random shapes")->capture_default_str();
   sub->add_option("--timer", o->timer, "Timing method: auto (CUPTI, else CUDA events), cupti, events")
       ->check(CLI::IsMember({"auto", "cupti", "events"}))
       ->capture_default_str();
-  sub->callback([o, exit_code, command_line] {
+  sub->callback([o, seed_opt, exit_code, command_line] {
+    if (o->random > 0 && seed_opt->count() == 0) {  // printed with the shapes
+      o->seed = fresh_seed();
+      o->seed_drawn = true;
+    }
     *exit_code = guarded("tune", [&] { return run_tune(*o, command_line); });
   });
 }

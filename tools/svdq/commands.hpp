@@ -6,6 +6,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "bench/problem.hpp"
 #include "svdq/svdq.hpp"
@@ -33,7 +34,15 @@ uint64_t shape_seed(uint64_t seed, const bench::Shape& shape);
 // The current UTC time as 2026-11-29T21:19:00Z.
 std::string utc_now();
 
-// The two comment lines every bench CSV starts with: GPU, date, version and command; the timing method.
-void write_csv_header(std::ostream& f, const DeviceInfo& dev, const std::string& method, const std::string& command_line);
+// The comment lines every bench CSV starts with: GPU, date, version and command; the timing method; then each of
+// `extra` (where the shapes came from, what a column is) as a line of its own.
+void write_csv_header(std::ostream& f, const DeviceInfo& dev, const std::string& method, const std::string& command_line,
+                      const std::vector<std::string>& extra = {});
+
+// "[lo-hi]": the smallest and largest of the sessions' medians ("" for fewer than two sessions).
+std::string session_spread(const std::vector<double>& session_medians);
+
+// A seed for a run that was given none (std::random_device and the clock), printed so the run can be repeated.
+uint64_t fresh_seed();
 
 }  // namespace svdq::cli

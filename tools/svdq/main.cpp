@@ -1,8 +1,11 @@
 // svdq: device facts, a correctness check against the CPU reference, and the SPEC §3 benchmark.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <exception>
 #include <iostream>
+#include <random>
 
 #include "commands.hpp"
 #include "svdq/svdq.hpp"
@@ -38,6 +41,21 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+std::string session_spread(const std::vector<double>& sm) {
+  if (sm.size() < 2) return "";
+  const auto [lo, hi] = std::minmax_element(sm.begin(), sm.end());
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%.2f-%.2f]", *lo, *hi);
+  return buf;
+}
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  const uint64_t t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  // Folded to 31 bits so it is easy to read and retype.
+  return bench::mix_seed((uint64_t(rd()) << 32) ^ rd(), t) & 0x7FFFFFFFull;
 }
 
 namespace {
