@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "bench/lt_state.hpp"
 #include "common/checked.hpp"
 #include "format/nvfp4.hpp"
 
@@ -140,21 +141,7 @@ void fill_random_e4m3(DeviceBuffer& buf, uint64_t seed) {
 
 // cuBLASLt state of the FP8 GEMM. Column-major, as Baselines::gemm_tn: C[N, M] = op_T(B8 as stored [K, N]) x
 // (A8 as stored [K, M]) — the "TN" form, the only one cuBLASLt runs FP8 in on Hopper.
-struct Fp8Gemm::Lt {
-  cublasLtHandle_t handle = nullptr;
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  cublasLtMatmulHeuristicResult_t algo{};
-  ~Lt() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (op) cublasLtMatmulDescDestroy(op);
-    if (handle) cublasLtDestroy(handle);
-  }
-};
+struct Fp8Gemm::Lt : LtState {};
 
 Fp8Gemm::Fp8Gemm(const Shape& shape, uint64_t seed, bool with_bias) : shape_(shape) {
   const int64_t m = as_int(shape.m, "M"), n = as_int(shape.n, "N"), k = as_int(shape.k, "K");
@@ -190,22 +177,10 @@ Fp8Gemm::Fp8Gemm(const Shape& shape, uint64_t seed, bool with_bias) : shape_(sha
                "A_SCALE_POINTER");
   check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_x, sizeof scale_x),
                "B_SCALE_POINTER");
-  if (bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    const void* bp = bias_.get();
-    check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "EPILOGUE");
-    check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp), "BIAS_POINTER");
-  }
-  check_cublas(cublasLtMatrixLayoutCreate(&L.la, CUDA_R_8F_E4M3, k, n, k), "cublasLtMatrixLayoutCreate(B8)");
-  check_cublas(cublasLtMatrixLayoutCreate(&L.lb, CUDA_R_8F_E4M3, k, m, k), "cublasLtMatrixLayoutCreate(A8)");
-  check_cublas(cublasLtMatrixLayoutCreate(&L.lc, CUDA_R_16BF, n, m, n), "cublasLtMatrixLayoutCreate(out)");
-  check_cublas(cublasLtMatmulPreferenceCreate(&L.pref), "cublasLtMatmulPreferenceCreate");
-  const uint64_t wsb = static_cast<uint64_t>(ws_bytes);
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(L.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb),
-               "MAX_WORKSPACE_BYTES");
+  if (bias) L.bias_epilogue(bias_.get());
+  L.tn_layouts(CUDA_R_8F_E4M3, k, n, m);
   int found = 0;
-  const int status =
-      cublasLtMatmulAlgoGetHeuristic(L.handle, L.op, L.la, L.lb, L.lc, L.lc, L.pref, 1, &L.algo, &found);
+  const int status = L.choose_algo(static_cast<uint64_t>(ws_bytes), found);
   if (status != CUBLAS_STATUS_SUCCESS || found < 1)
     throw Error(ErrorCode::Unsupported, "cuBLASLt offers no FP8 algorithm for " + shape.str() + " (" +
                                             (status != CUBLAS_STATUS_SUCCESS

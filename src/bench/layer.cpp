@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench/baselines.hpp"
+#include "bench/lt_state.hpp"
 #include "common/checked.hpp"
 
 namespace svdq::bench {
@@ -16,21 +17,7 @@ int64_t round_up(int64_t v, int64_t to) { return checked::round_up(v, to, "layer
 }  // namespace
 
 // cuBLASLt state of the BF16 linear layer: out = x @ Wᵀ + bias (bias by the epilogue).
-struct LayerProblem::Lt {
-  cublasLtHandle_t handle = nullptr;
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  cublasLtMatmulHeuristicResult_t algo{};
-  ~Lt() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (op) cublasLtMatmulDescDestroy(op);
-    if (handle) cublasLtDestroy(handle);
-  }
-};
+struct LayerProblem::Lt : LtState {};
 
 LayerProblem::LayerProblem(const Shape& shape, uint64_t seed) : shape_(shape), weights_(shape, seed) {
   const int64_t m = shape.m, n = shape.n, k = shape.k, r = shape.rank;
@@ -64,22 +51,10 @@ LayerProblem::LayerProblem(const Shape& shape, uint64_t seed) : shape_(shape), w
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
   check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
-  if (shape.bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    const void* bias = bias16_.get();
-    check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "EPILOGUE");
-    check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "BIAS_POINTER");
-  }
-  check_cublas(cublasLtMatrixLayoutCreate(&L.la, CUDA_R_16BF, k, n, k), "cublasLtMatrixLayoutCreate(W)");
-  check_cublas(cublasLtMatrixLayoutCreate(&L.lb, CUDA_R_16BF, k, m, k), "cublasLtMatrixLayoutCreate(x)");
-  check_cublas(cublasLtMatrixLayoutCreate(&L.lc, CUDA_R_16BF, n, m, n), "cublasLtMatrixLayoutCreate(out)");
-  check_cublas(cublasLtMatmulPreferenceCreate(&L.pref), "cublasLtMatmulPreferenceCreate");
-  const uint64_t wsb = static_cast<uint64_t>(lt_ws);
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(L.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb),
-               "MAX_WORKSPACE_BYTES");
+  if (shape.bias) L.bias_epilogue(bias16_.get());
+  L.tn_layouts(CUDA_R_16BF, k, n, m);
   int found = 0;
-  check_cublas(cublasLtMatmulAlgoGetHeuristic(L.handle, L.op, L.la, L.lb, L.lc, L.lc, L.pref, 1, &L.algo, &found),
-               "cublasLtMatmulAlgoGetHeuristic");
+  check_cublas(L.choose_algo(static_cast<uint64_t>(lt_ws), found), "cublasLtMatmulAlgoGetHeuristic");
   if (found < 1) throw Error(ErrorCode::Unsupported, "cuBLASLt found no algorithm for the BF16 linear layer " + shape.str());
 }
 

@@ -1,0 +1,53 @@
+// The cuBLASLt objects of one matmul the baselines plan once and run many times (the FP8 GEMM, the BF16 layer with
+// its bias epilogue), released in reverse order of creation.
+#pragma once
+#include <cublasLt.h>
+
+#include <cstdint>
+
+#include "bench/baselines.hpp"
+
+namespace svdq::bench {
+
+struct LtState {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulHeuristicResult_t algo{};
+  LtState() = default;
+  LtState(const LtState&) = delete;
+  LtState& operator=(const LtState&) = delete;
+  // The output = W x as stored, column-major: C[N, M] = op_T([K, N]) x [K, M], A and B of type `ab`, BF16 C.
+  void tn_layouts(cudaDataType_t ab, int64_t k, int64_t n, int64_t m) {
+    check_cublas(cublasLtMatrixLayoutCreate(&la, ab, k, n, k), "cublasLtMatrixLayoutCreate(W)");
+    check_cublas(cublasLtMatrixLayoutCreate(&lb, ab, k, m, k), "cublasLtMatrixLayoutCreate(x)");
+    check_cublas(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, n, m, n), "cublasLtMatrixLayoutCreate(out)");
+  }
+  // The bias (BF16, one per output row of C) by the epilogue.
+  void bias_epilogue(const void* bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "EPILOGUE");
+    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "BIAS_POINTER");
+  }
+  // cuBLASLt's first algorithm for the layouts within `workspace_bytes`; returns the heuristic's status and sets
+  // `found` (1: algo holds it).
+  int choose_algo(uint64_t workspace_bytes, int& found) {
+    check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+                                                      sizeof workspace_bytes),
+                 "MAX_WORKSPACE_BYTES");
+    found = 0;
+    return cublasLtMatmulAlgoGetHeuristic(handle, op, la, lb, lc, lc, pref, 1, &algo, &found);
+  }
+  ~LtState() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+    if (handle) cublasLtDestroy(handle);
+  }
+};
+
+}  // namespace svdq::bench
