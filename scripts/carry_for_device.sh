@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prepares .carry/ (git-ignored) for a device-machine call: the binaries built here, an AOT package of every
 # build for sm_90a, so the H200 spends no time in NVRTC, the bench/micro microbenchmarks built with nvcc, and the
-# JSON header the Python wheel's build needs there; with OLD=<commit>, svdq_bits of that commit (step `bits`).
+# JSON header the Python wheel's build needs there; with OLD=<commit>, svdq_bits of that commit (step `bits`); with
+# BRANCH=<branch>, that branch's svdq and svdq_gpu_tests in .carry/branch (run its steps with `.carry/branch` as the
+# binary directory of scripts/device.sh, e.g. an unmerged program's GPU tests and A/B bench).
 # Name `.carry` in the device call's `carry` list, then run
 # e.g. `AOT=.carry/pkg90 bash scripts/device.sh .carry/bin tests tune`.
 set -euo pipefail
@@ -35,5 +37,14 @@ if [ -n "${OLD:-}" ]; then
   cmake --build "$old_tree/build" --target svdq_bits -j"$(nproc)" > /dev/null
   mkdir -p .carry/old && cp "$old_tree/build/svdq_bits" .carry/old/ && git rev-parse --short "$OLD" > .carry/old/COMMIT
   git worktree remove --force "$old_tree"
+fi
+if [ -n "${BRANCH:-}" ]; then
+  br_tree=$(mktemp -d)/svdq_branch
+  git worktree add -q --detach "$br_tree" "$BRANCH"
+  cmake -S "$br_tree" -B "$br_tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT=/usr/local/cuda > /dev/null
+  cmake --build "$br_tree/build" --target svdq_cli svdq_gpu_tests -j"$(nproc)" > /dev/null
+  mkdir -p .carry/branch && cp "$br_tree/build/svdq" "$br_tree/build/svdq_gpu_tests" .carry/branch/
+  git rev-parse --short "$BRANCH" > .carry/branch/COMMIT
+  git worktree remove --force "$br_tree"
 fi
 du -sh .carry
