@@ -11,6 +11,8 @@
 #   bench      A/B of route tables ROUTES_A (default none) vs ROUTES_B (default TABLE) (SESSIONS default 2, SHAPES)
 #   suite      plain svdq bench of the default suite (BENCH_ARGS)
 #   layer      svdq bench --layer (SESSIONS, SHAPES, WORKLOAD)   quantize   svdq bench --quantize (SESSIONS, QSHAPES)
+#   workload   svdq bench --workload WORKLOAD (default llm8b-decode; SESSIONS): the GEMM per row, cuBLAS BF16 / FP8
+#   random     svdq bench --random RANDOM_SHAPES (default 24) --seed SEED (default: a fresh one, printed): held-out shapes
 #   final      AOT packages with JIT disabled: "8.0 9.0a" serving this device, "8.0 10.0a" not (aot.log)
 #   compare    each candidate tuned alone under a time limit (LARGE_BUILDS / LARGE_SHAPES, SMALL_BUILDS /
 #              SMALL_SHAPES, TMO default 60 s, REPEATS default 6)
@@ -99,6 +101,17 @@ step_layer() {
   "$B/svdq" bench --layer --sessions "${SESSIONS:-2}" ${SHAPES:+--shapes "$SHAPES"} ${WORKLOAD:+--workload "$WORKLOAD"} \
     --csv "$OUT/$tag.csv" > "$OUT/$tag.log" 2> "$OUT/bench_layer.err" || status=1
   cat "$OUT/$tag.log"; tail -3 "$OUT/bench_layer.err"
+}
+step_workload() {
+  local w=${WORKLOAD:-llm8b-decode}
+  "$B/svdq" bench --workload "$w" --sessions "${SESSIONS:-2}" --csv "$OUT/bench_workload_$w.csv" \
+    > "$OUT/bench_workload_$w.log" 2> "$OUT/bench_workload.err" || status=1
+  cat "$OUT/bench_workload_$w.log"; tail -3 "$OUT/bench_workload.err"
+}
+step_random() {
+  "$B/svdq" bench --random "${RANDOM_SHAPES:-24}" ${SEED:+--seed "$SEED"} --csv "$OUT/bench_random.csv" \
+    > "$OUT/bench_random.log" 2> "$OUT/bench_random.err" || status=1
+  cat "$OUT/bench_random.log"; tail -3 "$OUT/bench_random.err"
 }
 step_quantize() {
   "$B/svdq" bench --quantize --sessions "${SESSIONS:-2}" \
