@@ -19,11 +19,8 @@
 //   rank steps: d (BF16, the A fragments) and l1 (the B fragments) straight from global memory into registers,
 //       the first two groups of 4 steps loaded before the K loop.
 //
-// Measured on an H200 (docs/lab/results/2026-12-01_h200_decode.md): a dependent mma.sync chain alone runs at 24.6 cycles
-// per step (bench/micro/mma_sync_chain.cu), this program at ~84 (1 x 3072 x 12288 in 36.2 us): one warp per scheduler
-// issues its ~35 instructions per step in order, each waiting on the result before (ncu: 3.0-3.6 cycles per issued
-// instruction, mostly fixed-latency and short-scoreboard stalls). Splitting the work by role (dequant warps writing
-// ready-made fragments through an mbarrier ring, an activation warp) and two chains per warp both measured slower.
+// The time per step is set by one warp per scheduler issuing its ~35 instructions per step in order, each waiting on
+// the result before (about 3.5x a bare dependent mma.sync chain on an H200; docs/design.md).
 //
 // K order and per-k16 product sets are those of every other program: k16 steps in order, inside each group of 8 the
 // order (0,4,1,5,2,6,3,7) for both operands; then the rank in k16 steps, ceil(r / 64) * 4 of them, zeros past r. Past

@@ -31,9 +31,8 @@
 // shared-memory loads, conversion, stores, arrival): 129 x 3072 x 3072 takes 18.0 instead of 20.8 us on the H200;
 // the K loop still takes ~0.24 us per 64-wide tile (the tensor cores need 0.08). The 4 producer warps take the
 // slots in turn (warp p those it with it % 4 == p): one thread's TMA copies complete one after another (on the H200
-// a ring fed by one thread fills at most one slot per ~450-650 cycles for slots of 2-24 KB whatever its depth, four
-// threads feeding four rings one per ~170: bench/micro/tma_ingest.cu, docs/lab/results/2026-12-01_h200_tma_ingest.md;
-// a K tile takes the tensor cores ~144). The consumer's path per K tile is then a chain of latencies, not
+// a ring fed by one thread fills at most one slot per ~450-650 cycles whatever its depth, four threads' rings one per
+// ~170; a K tile takes the tensor cores ~144). The consumer's path per K tile is then a chain of latencies, not
 // tensor-core work (bench/micro/swap_a16_trace.cu: ~80-100 cycles per barrier wait or arrival, ~150-300 for the
 // fragment loads and the wgmma issue), so it is kept short: no wait for the A tile, one consumer warp releasing a
 // slot, two K tiles per step, and with FUSED no arrival for the FP16 tile (each below).
@@ -68,8 +67,6 @@ struct Sm90SwapA16Config {
   static_assert(STAGES >= 3, "sm90 swap-A16: a slot is released one tile after its wgmmas were issued");
   // Teams take the K tiles in turn, each on ring slots of its own (STAGES and TSTAGES multiples of 4), so no warp
   // ever waits on a barrier two phases ahead of it; two fragment buffers of two tiles each, so 4 tiles may be held.
-  // (Two tiles per step on the consumer's own RS fragments measured slower: 19.6 us against this form's 14.7 at
-  // 129 x 3072 x 3072, docs/lab/results/2026-12-01_h200_small_m_trace.md, 2026-12-03_h200_small_m_smem.md.)
   static_assert(DQW == 0 || (DQW == 8 && !B_REGS && STAGES % 4 == 0 && STAGES >= 8 && TSTAGES % 4 == 0),
                 "sm90 swap-A16: 8 dequant warps for FP16 tiles; STAGES >= 8 and TSTAGES multiples of 4");
   // FUSED: FP16 tile s belongs to slot s (TSTAGES == STAGES) and is freed with it, so a team's wait for the slot's

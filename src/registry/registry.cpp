@@ -242,9 +242,7 @@ std::vector<Build> make_builds() {
       sm90_ws(256, 6, 4, true, true),
       sm90_ws(256, 6, 4, true, true, true),
       // With the stream-K tail: no SM idle in a partial last round (e.g. 9216 x 3072: 864 tiles are 6.55 rounds of
-      // 132). The heuristic's pick for two or three rounds with the last at most half full (0.75-0.91x the time of
-      // the persistent build there); with the last round nearly full 4.7-7.8% slower
-      // (docs/lab/results/2026-12-03_h200_stream_k.md §5).
+      // 132). The heuristic's pick for two or three rounds with the last at most half full.
       sm90_ws(256, 6, 4, true, true, false, true),
       // On the transposed product (TRANS): for N > M the FP16 copy launch writes A (M x K) instead of B (N x K); the
       // epilogue stages each tile transposed.

@@ -111,9 +111,8 @@ int first_wave_col_tiles(int tiles_m, int tiles_n, int raster, int ctas);
 struct IdleSplit {
   int converters = 0, copy_cols = 0;
 };
-// Measured on the H200 beside the GEMM's first round (docs/lab/results/2026-12-04_h200_idle_converters.md): a
-// converter CTA writes ~21 GB/s (L2 shared with the GEMM; 50 GB/s alone), so 12 converted 4 column tiles of 256
-// rows within the round (K-independent: a column tile and a round both scale with K) and 6 delayed the next.
+// A converter CTA beside the GEMM's first round converts about a third of a column tile within the round (its rate is
+// its share of L2; both a column tile and a round scale with K, so the ratio does not depend on K).
 constexpr int kIdleConvertersPerColumn = 3;
 IdleSplit idle_split(int tiles_m, int tiles_n, int raster, int grid);
 

@@ -24,9 +24,8 @@ const registry::Build& select_dequant_fp16(const jit::DeviceTarget& dev, const r
 // overrides it for such builds (used to compare rasterizations); otherwise heuristic_raster.
 int raster_group(const jit::DeviceTarget& dev, const MmShape& shape, const registry::Build& b);
 // Pure heuristic, testable without a device: more than one wave of tiles (and more than one row tile) -> groups of
-// kRasterRows row tiles, else 0 (the idle-converter builds: one group of all row tiles). On the H200, 32-row groups measured
-// 0-0.9% faster than row-major order at N = 3072 (where one row of tiles reads 19 MB of FP16 B, which L2 holds) and
-// 0.2-0.8% faster than 16-row groups at K or N = 12288 (docs/lab/results/2026-12-03_h200_fuse_hybrid_raster.md).
+// kRasterRows row tiles, else 0 (the idle-converter builds: one group of all row tiles). The CTAs resident at once
+// then share fewer B (and A) tiles, so more of them meet in L2 (the group size's measurements: docs/design.md).
 int heuristic_raster(int sm_count, const MmShape& shape, const registry::Build& b);
 constexpr int kRasterRows = 32;
 

@@ -6,9 +6,8 @@
 // memory. The rank steps' l1 tiles (BF16) come through the same B ring.
 //
 //   warp 0 (the producer): lane 0 issues the loads, the first packed slots before griddepcontrol.wait (A and its
-//       scales are op inputs), the B tiles after it (the copy launch's output); it never runs a proxy fence (in the
-//       swap-AB program a fence in the thread that had issued bulk copies waited for them,
-//       docs/lab/results/2026-11-30_h200_sm90_swap.md).
+//       scales are op inputs), the B tiles after it (the copy launch's output); it never runs a proxy fence (a
+//       fence in the thread that has bulk copies in flight waits for them).
 //   consumers (64 rows each): dequantize their A rows straight into wgmma A-fragment registers (RS form, no
 //       shared-memory round trip), a whole K tile at a time into one of two fragment buffers while the other tile's
 //       four k16 wgmmas run (double_buffered_k_loop), FP32 accumulators; then the rank steps (BF16 wgmma into the
@@ -19,18 +18,15 @@
 //       their four FP16 high bytes, two byte permutes the two fragment registers): 3 instructions per fragment
 //       register before its multiply instead of 4, 8 code-word loads per K tile instead of 16. B's copy is written in
 //       the matching K order (smxx_dequant_fp16_words<W, true>). The rank steps' d tile (BF16, 128 x 64, 128-byte
-//       swizzle) comes by TMA (warp 1) into a buffer of its own and the rank steps run as SS BF16 wgmma. Measured on
-//       the H200: the lean form 8-10% faster than the plain one (docs/lab/results/2026-12-01_h200_lean.md), the pairs
-//       order 3.6-4.6% more on zero operands, 0.1-2.1% in the op on random ones
-//       (docs/lab/results/2026-12-02_h200_pairs.md). Without PAIRS the consumers load d fragments from global memory.
+//       swizzle) comes by TMA (warp 1) into a buffer of its own and the rank steps run as SS BF16 wgmma. (The
+//       consumers are issue-bound: fewer instructions per fragment is time.) Without PAIRS the consumers load d
+//       fragments from global memory.
 //   PERSIST (PAIRS): a grid of at most one CTA per SM; each walks the tiles b, b + gridDim.x, ... and the rings run
 //       on across tiles, so the next tile's first loads overlap this tile's epilogue. The epilogue is staged: the
 //       consumers write each finished tile into four 128 x 64 BF16 boxes in the 128-byte swizzle (the fourth is the
 //       d buffer), arrive on `staged` and go on with the next tile; warp 3 stores the boxes by TMA and arrives on
 //       `stage_free` once they have been read; warp 1 waits for that before the next tile's d tile and bias (a bulk
-//       copy the epilogue reads). The 64 KiB of global stores per tile on the consumers' path had cost ~7% at
-//       K = 3072; these forms measured 2.6-7.1% faster on the 18 large suite rows
-//       (docs/lab/results/2026-12-02_h200_epi_tma.md).
+//       copy the epilogue reads). The tile's global stores are thus off the consumers' path.
 //   SPLIT_B (PERSIST): warp 2's lane 0 loads the B ring (FP16 B tiles and l1) and waits for the copy launch; the
 //       producer issues only the packed slots, since one thread's TMA copies complete one after another.
 //   TRANS (PERSIST): the transposed product, out^T = deq(B) deq(A)^T + l1 d^T, for N > M: the host passes the op's B
@@ -42,8 +38,8 @@
 //       warp 2 flags with P.epoch), its whole stream-K tiles and its tail (K tiles [x, num_main) of the tile its
 //       range starts in, on slot b's sums, which the producer prefetches into L2; then rank steps and epilogue); the
 //       producer, warp 1 (d tiles, bias: finishing segments only) and warp 3 (stores) walk the same segments. Same
-//       bits as whole tiles (GPU tests). The heuristic's pick for two or three rounds of tiles, the last at most half
-//       full (docs/lab/results/2026-12-03_h200_stream_k.md).
+//       bits as whole tiles (GPU tests). For two or three rounds of tiles, the last at most half full (the router's
+//       heuristic), so no SM idles in a partial last round.
 //   IDLE (PERSIST, not SPLIT_B / SK / TRANS): the copy launch before the GEMM writes only the B column tiles below
 //       unit row P.fuse_u0; the rest of the FP16 copy is converted by whole CTAs in the slots the last round of tiles
 //       would leave empty, moved to the first round: with T tiles on G CTAs and T % G > 0, the last

@@ -82,9 +82,7 @@ SVDQ_DEV void ws_consumers(WsCta<C>& x, const Sm90WsParams& P) {
     const u64 ad = wgmma_desc_sw128(dtile + (u32)(ct >> 7) * 64 * 128);
     const u64 bd = wgmma_desc_sw128(btiles + (q % BSTAGES) * C::kBTile);
     // Only the k16 steps holding rank columns (r is a multiple of 16): past r the d and l1 tiles are the TMA's zero
-    // fill, and such a step (all products zero) leaves every accumulator as it is, so it is skipped (2 of the 4 in
-    // the last rank tile at r = 32 or 96: 2 x 128 tensor-core cycles per warpgroup and output tile; no difference in
-    // the GEMM's time was measured, docs/lab/results/2026-12-02_h200_pairs.md).
+    // fill, and such a step (all products zero) leaves every accumulator as it is, so it is skipped.
     // Each count is its own straight-line fence..wait block (a wgmma under a condition makes ptxas fence every one).
     if constexpr (C::kRankTma) {  // (m64n256k16 only: not instantiated for the other tile widths)
       const int parts = (int)((p.rank - 64 * (it - num_main)) / 16);
