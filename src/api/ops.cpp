@@ -16,21 +16,6 @@ namespace {
 
 router::MmShape shape_of(const api::MmDims& dm) { return {dm.m, dm.n, dm.k, dm.rank, dm.has_bias}; }
 
-programs::MmOperands operands(const void* a, const void* b, const void* a_sf, const void* b_sf, const void* alpha,
-                              const void* d, const void* l1, const void* bias, void* out) {
-  programs::MmOperands o;
-  o.a = a;
-  o.b = b;
-  o.a_sf = a_sf;
-  o.b_sf = b_sf;
-  o.alpha = alpha;
-  o.d = d;
-  o.l1 = l1;
-  o.bias = bias;
-  o.out = out;
-  return o;
-}
-
 programs::MmRoute route_mm(const jit::DeviceTarget& dev, const router::MmShape& shape) {
   const registry::Build& build = router::select_gemm(dev, shape);
   return {&build, router::raster_group(dev, shape, build)};
@@ -100,7 +85,8 @@ void mm_nvfp4_svdquant(const TensorView& a, const TensorView& b, const TensorVie
   const jit::DeviceTarget& dev = jit::current_device();
   const router::MmShape shape = shape_of(dm);
   programs::launch_mm(dev, route_mm(dev, shape), shape,
-                      operands(a.data, b.data, a_sf.data, b_sf.data, alpha.data, d.data, l1.data, bias.data, out.data),
+                      programs::MmOperands{a.data, b.data, a_sf.data, b_sf.data, alpha.data, d.data, l1.data, bias.data,
+                                           out.data},
                       stream);
 }
 
@@ -148,8 +134,7 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   q.sf = sf;
   q.l2t = l2t_smoothed.data;
   q.d = d;
-  programs::MmOperands ops = operands(xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data,
-                                      out.data);
+  programs::MmOperands ops{xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data};
   const registry::Build& pass = router::select_quant_lora(dev);
   if (!programs::reads_a_as_fp16(gemm)) {
     programs::launch_quant_lora("svdquant_linear", dev, pass, q, stream);

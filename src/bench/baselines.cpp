@@ -165,11 +165,7 @@ Fp8Gemm::Fp8Gemm(const Shape& shape, uint64_t seed, bool with_bias) : shape_(sha
 
   lt_ = std::make_unique<Lt>();
   Lt& L = *lt_;
-  check_cublas(cublasLtCreate(&L.handle), "cublasLtCreate");
-  check_cublas(cublasLtMatmulDescCreate(&L.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate (FP8)");
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
-  check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
+  L.create_tn("cublasLtMatmulDescCreate (FP8)");
   // cuBLAS-side A is B8 (the weights), cuBLAS-side B is A8 (the activations); each gets its own per-tensor scale.
   const void* scale_w = static_cast<const uint8_t*>(scales_.get()) + 4;
   const void* scale_x = scales_.get();

@@ -45,12 +45,8 @@ LayerProblem::LayerProblem(const Shape& shape, uint64_t seed) : shape_(shape), w
 
   lt_ = std::make_unique<Lt>();
   Lt& L = *lt_;
-  check_cublas(cublasLtCreate(&L.handle), "cublasLtCreate");
-  check_cublas(cublasLtMatmulDescCreate(&L.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   // Column-major view: C[N, M] = Wᵀ-as-stored (op T of [K, N]) x x-as-stored ([K, M]); the bias runs along C's rows.
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
-  check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
+  L.create_tn("cublasLtMatmulDescCreate");
   if (shape.bias) L.bias_epilogue(bias16_.get());
   L.tn_layouts(CUDA_R_16BF, k, n, m);
   int found = 0;

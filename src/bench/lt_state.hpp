@@ -18,6 +18,14 @@ struct LtState {
   LtState() = default;
   LtState(const LtState&) = delete;
   LtState& operator=(const LtState&) = delete;
+  // The handle and an FP32-compute matmul of the TN form (cuBLAS-side A transposed, B not).
+  void create_tn(const char* what) {
+    check_cublas(cublasLtCreate(&handle), "cublasLtCreate");
+    check_cublas(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
+    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
+  }
   // The output = W x as stored, column-major: C[N, M] = op_T([K, N]) x [K, M], A and B of type `ab`, BF16 C.
   void tn_layouts(cudaDataType_t ab, int64_t k, int64_t n, int64_t m) {
     check_cublas(cublasLtMatrixLayoutCreate(&la, ab, k, n, k), "cublasLtMatrixLayoutCreate(W)");

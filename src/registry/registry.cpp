@@ -210,6 +210,11 @@ const std::map<std::string, std::string>& former_ids() {
   return m;
 }
 
+Build kept_unrouted(Build b, const char* why) {
+  b.not_routed = why;
+  return b;
+}
+
 std::vector<Build> make_builds() {
   // Every build here is routed (the route table, router.cpp's heuristic, the copy and one-pass selections) except
   // sm90_swap_m72_s8_dq8_t8_fused, the runner-up of data/routes/sm_90a.json's 129-row records, which the table's
@@ -228,7 +233,8 @@ std::vector<Build> make_builds() {
       sm90_swap_a16(136, 6, false),
       // The dequant-warp builds on FP16 A: the fused-ring form (the table's runner-up at M = 129), and the 16-slot
       // forms with 4 FP16 tiles (routed: 72 rows within one wave, 24 rows always).
-      sm90_swap_a16(72, 8, false, 8, 8, true),
+      kept_unrouted(sm90_swap_a16(72, 8, false, 8, 8, true),
+                    "the runner-up data/routes/sm_90a.json names for its M = 129 rows (a table's runner-up must exist)"),
       sm90_swap_a16(72, 16, false, 8, 4),
       sm90_swap_a16(24, 16, false, 8, 4),
       decode(1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
@@ -257,8 +263,6 @@ std::vector<Build> make_builds() {
   for (Build& b : v) {
     b.id = derived_id(b);
     b.kernel_name = "svdq_" + b.id;
-    if (b.id == "sm90_swap_m72_s8_dq8_t8_fused")
-      b.not_routed = "the runner-up data/routes/sm_90a.json names for its M = 129 rows (a table's runner-up must exist)";
   }
   return v;
 }
