@@ -143,48 +143,63 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const int rcols = lora ? (p.rank - r0 < C::kRankTile ? p.rank - r0 : C::kRankTile) : 0;  // a multiple of 16
   const u32 sbase = smem_addr(smem);
 
-  // Per-thread load addresses, computed once: the x chunk (row tid / 8, 16-byte chunk tid % 8 of each K tile), the
-  // pqs chunk (threads 0-7) and up to two l2t chunks (row e / per_row, chunk e % per_row for e = tid, tid + 256).
+  // Per-thread loads, set up once and advanced by one K tile per load (the loads run over K tiles kt0, kt0 + 1, ...
+  // in order): the x chunk (row tid / 8, 16-byte chunk tid % 8 of each K tile), the pqs chunk (threads 0-7) and up
+  // to two l2t chunks (row e / per_row, chunk e % per_row for e = tid, tid + 256). A chunk whose first element lies
+  // at offset `off` of its K tile is inside K for the K tiles before tiles_inside(off); past them it is zero-filled.
+  const auto tiles_inside = [&](int off) -> int { return off < p.k ? static_cast<int>((p.k - off + 63) >> 6) : 0; };
   const int lrow = tid >> 3, lch = tid & 7;
   const bool x_row_ok = m0 + lrow < p.m;
-  const u16* x_src = p.x + (x_row_ok ? (m0 + lrow) * p.k : 0) + lch * 8;
+  const int x_end = x_row_ok ? tiles_inside(lch * 8) : 0;
+  const u16* x_at = p.x + (x_row_ok ? (m0 + lrow) * p.k + lch * 8 + static_cast<i64>(kt0) * 64 : 0);
   const u32 x_dst = lrow * 128 + ((lch ^ (lrow & 7)) << 4);
+  const bool p_loader = quant && p.pqs != nullptr && tid < 8;
+  const int p_end = p_loader ? tiles_inside(tid * 8) : 0;
+  const u16* p_at = p_loader ? p.pqs + tid * 8 + static_cast<i64>(kt0) * 64 : p.x;
   const int per_row = rcols / 8, l_n = lora ? (64 * per_row - tid + C::kThreads - 1) / C::kThreads : 0;
-  int l_row[2] = {0, 0};
+  int l_end[2] = {0, 0};
   u32 l_dst[2] = {0, 0};
-  const u16* l_src[2] = {p.l2t, p.l2t};
+  const u16* l_at[2] = {p.x, p.x};
   for (int i = 0; i < l_n && i < 2; ++i) {
     const int e = tid + i * C::kThreads, row = e / per_row, ch = e - row * per_row;
-    l_row[i] = row;
+    l_end[i] = tiles_inside(row);
     l_dst[i] = C::kXBytes + C::kPqsBytes + row * C::kL2tStride + ch * 16;
-    l_src[i] = p.l2t + static_cast<i64>(row) * p.rank + r0 + ch * 8;
+    l_at[i] = p.l2t + (static_cast<i64>(kt0) * 64 + row) * p.rank + r0 + ch * 8;
   }
-  const auto load = [&](int kt, int slot) {
-    const u32 st = sbase + slot * C::kStage;
-    const i64 k0 = static_cast<i64>(kt) * 64;
-    {
-      const bool ok = x_row_ok && k0 + lch * 8 < p.k;
-      cp_async_16(st + x_dst, ok ? x_src + k0 : p.x, ok ? 16 : 0);
-    }
-    if (quant && p.pqs != nullptr && tid < 8) {
-      const i64 k = k0 + tid * 8;
-      const bool ok = k < p.k;
-      cp_async_16(st + C::kXBytes + tid * 16, ok ? p.pqs + k : p.pqs, ok ? 16 : 0);
-    }
-    for (int i = 0; i < l_n && i < 2; ++i) {
-      const bool ok = k0 + l_row[i] < p.k;
-      cp_async_16(st + l_dst[i], ok ? l_src[i] + k0 * p.rank : p.l2t, ok ? 16 : 0);
-    }
+  const i64 l_step = 64 * static_cast<i64>(p.rank);
+  int lkt = kt0, lslot = 0;  // the next load: K tile lkt into slot lslot
+  const auto load_next = [&]() {
+    const u32 st = sbase + lslot * C::kStage;
+    cp_async_16(st + x_dst, lkt < x_end ? x_at : p.x, lkt < x_end ? 16 : 0);
+    if (p_loader) cp_async_16(st + C::kXBytes + tid * 16, lkt < p_end ? p_at : p.x, lkt < p_end ? 16 : 0);
+    if (l_n > 0) cp_async_16(st + l_dst[0], lkt < l_end[0] ? l_at[0] : p.x, lkt < l_end[0] ? 16 : 0);
+    if (l_n > 1) cp_async_16(st + l_dst[1], lkt < l_end[1] ? l_at[1] : p.x, lkt < l_end[1] ? 16 : 0);
+    x_at += 64;
+    p_at += 64;
+    l_at[0] += l_step;
+    l_at[1] += l_step;
+    ++lkt;
+    lslot = lslot + 1 == STAGES ? 0 : lslot + 1;
   };
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (kt0 + s < kt1) load(kt0 + s, s);
+    if (lkt < kt1) load_next();
     cp_async_commit();
   }
 
-  // mma: warp w takes rows 16 (w & 1).. and the n8 tiles (w >> 1) + 4i of the rank tile.
+  // mma: warp w takes rows 16 (w & 1).. and the n8 tiles (w >> 1) + 4i of the rank tile (those below rcols / 8).
   const int mi = warp & 1, nq = warp >> 1, t8 = rcols / 8;
+  const bool n_ok[2] = {nq < t8, nq + 4 < t8};
+  // This lane's ldmatrix addresses inside a slot: the A rows (x, 128-byte swizzled rows) of each k16 step, and the
+  // l2t rows of k16 step 0 (a k16 step is 16 rows further).
+  u32 a_off[4];
+#pragma unroll
+  for (int k16 = 0; k16 < 4; ++k16) {
+    const int arow = mi * 16 + (lane & 15), ach = k16 * 2 + (lane >> 4);
+    a_off[k16] = arow * 128 + ((ach ^ (arow & 7)) << 4);
+  }
+  const u32 b_off = C::kXBytes + C::kPqsBytes + (lane & 15) * C::kL2tStride + nq * 16;
   float acc[2][4], tot[2][4];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
@@ -199,27 +214,32 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const int qrow = tid >> 3, qch = tid & 7;
   const i64 qm = m0 + qrow;
   const bool q_row_ok = qm < p.m;
+  const int q_end = tiles_inside(qch * 8);  // K tiles where this half block lies inside K
+  const bool smoothed = p.pqs != nullptr, swizzled = p.swizzled != 0, a16_pairs = p.a16_pairs != 0;
+  const bool write_a16 = p.a16 != nullptr;
   const i64 row_group = (p.sf_cols / 4) * 512;  // swizzled: bytes per 128 rows
   u8* const xq_at = q_row_ok && quant ? p.xq + qm * (p.k / 2) + qch * 4 : nullptr;
-  u8* const sf_word_at = quant && p.swizzled ? p.sf + (qm / 128) * row_group + (qm % 32) * 16 + ((qm % 128) / 32) * 4 : nullptr;
-  u8* const sf_lin_at = quant && !p.swizzled && q_row_ok ? p.sf + qm * p.sf_cols + qch / 2 : nullptr;
-  u16* const a16_at = q_row_ok && p.a16 != nullptr ? p.a16 + qm * p.k + qch * 8 : nullptr;
+  // Swizzled: lane qch == 0 of each row writes the row's scale word (rows up to the padded row count).
+  const bool sf_word_writer = quant && swizzled && qch == 0 && qm < p.sf_rows;
+  u8* const sf_word_at = quant && swizzled ? p.sf + (qm / 128) * row_group + (qm % 32) * 16 + ((qm % 128) / 32) * 4 : nullptr;
+  u8* const sf_lin_at = quant && !swizzled && q_row_ok && (qch & 1) == 0 ? p.sf + qm * p.sf_cols + qch / 2 : nullptr;
+  u16* const a16_at = q_row_ok && write_a16 ? p.a16 + qm * p.k + qch * 8 : nullptr;
+  // The last row tile also writes the zero words of the padding rows past it (M < rows < 128 ceil(M / 128)).
+  const bool pad_rows = quant && swizzled && rt + 1 == p.row_tiles && (rt + 1) * C::kRows < p.sf_rows;
+  int chunk_left = p.chunk_tiles;  // K tiles left in the current chunk (kt0 starts a chunk)
+  int chunk = c0;
+  int slot = 0;
 
   for (int kt = kt0; kt < kt1; ++kt) {
-    const int it = kt - kt0, slot = it % STAGES;
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    {
-      const int next = kt + STAGES - 1;
-      if (next < kt1) load(next, (it + STAGES - 1) % STAGES);
-      cp_async_commit();
-    }
+    if (lkt < kt1) load_next();  // K tile kt + STAGES - 1, into the slot K tile kt - 1 used
+    cp_async_commit();
     const u32 st = sbase + slot * C::kStage;
     if (quant) {
       const unsigned char* stage = smem + slot * C::kStage;
       const uint4 xw = *reinterpret_cast<const uint4*>(stage + qrow * 128 + ((qch ^ (qrow & 7)) << 4));
       u32 w[4] = {xw.x, xw.y, xw.z, xw.w};
-      const bool smoothed = p.pqs != nullptr;
       uint4 pw = make_uint4(0u, 0u, 0u, 0u);
       if (smoothed) {  // x * pqs rounded to BF16 first, as quantizing the pre-smoothed tensor
         pw = *reinterpret_cast<const uint4*>(stage + C::kXBytes + qch * 16);
@@ -243,69 +263,67 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
               bf16_from_float(mul_rn(f32_from_bits(xs[i] & 0xFFFF0000u), f32_from_bits(ps[i] & 0xFFFF0000u))));
         }
       });
-      const bool k_ok = static_cast<i64>(kt) * 64 + qch * 8 < p.k;
+      const bool k_ok = kt < q_end;
       if (xq_at && k_ok) *reinterpret_cast<u32*>(xq_at + static_cast<i64>(kt) * 32) = b.codes;
-      if (p.a16 != nullptr) {  // the GEMM's FP16 copy of this word (every lane: the PAIRS order trades halves)
+      if (write_a16) {  // the GEMM's FP16 copy of this word (every lane: the PAIRS order trades halves)
         u32 h[4];
-        if (p.a16_pairs)
+        if (a16_pairs)
           dequant8_f16_copy_word<true>(b.codes, b.scale, (qch & 1) != 0, h);
         else
           dequant8_f16_copy_word<false>(b.codes, b.scale, (qch & 1) != 0, h);
         if (a16_at && k_ok) *reinterpret_cast<uint4*>(a16_at + static_cast<i64>(kt) * 64) = make_uint4(h[0], h[1], h[2], h[3]);
       }
-      if (p.swizzled) {
+      if (swizzled) {
         // The 4 scales of a row in one K tile are one aligned word of the 128x4 layout.
         const u32 s1 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 2), s2 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 4),
                   s3 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 6);
         const i64 word = static_cast<i64>(kt) * 512;
-        if (qch == 0 && qm < p.sf_rows)
-          *reinterpret_cast<u32*>(sf_word_at + word) = b.scale | (s1 << 8) | (s2 << 16) | (s3 << 24);
-        // The last row tile also writes the zero words of the padding rows past it (M < rows < 128 ceil(M / 128)).
-        for (i64 r = (rt + 1) * C::kRows + tid; rt + 1 == p.row_tiles && r < p.sf_rows; r += C::kThreads)
-          *reinterpret_cast<u32*>(p.sf + (r / 128) * row_group + word + (r % 32) * 16 + ((r % 128) / 32) * 4) = 0u;
-      } else if ((qch & 1) == 0 && sf_lin_at && k_ok) {
+        if (sf_word_writer) *reinterpret_cast<u32*>(sf_word_at + word) = b.scale | (s1 << 8) | (s2 << 16) | (s3 << 24);
+        if (pad_rows)
+          for (i64 r = (rt + 1) * C::kRows + tid; r < p.sf_rows; r += C::kThreads)
+            *reinterpret_cast<u32*>(p.sf + (r / 128) * row_group + word + (r % 32) * 16 + ((r % 128) / 32) * 4) = 0u;
+      } else if (sf_lin_at && k_ok) {
         sf_lin_at[static_cast<i64>(kt) * 4] = static_cast<u8>(b.scale);
       }
     }
-    if (!lora) continue;
-    const u32 ls = st + C::kXBytes + C::kPqsBytes;
+    if (lora) {
 #pragma unroll
-    for (int k16 = 0; k16 < 4; ++k16) {
-      u32 a[4];
-      const int arow = mi * 16 + (lane & 15), ach = k16 * 2 + (lane >> 4);
-      ldmatrix_x4(st + arow * 128 + ((ach ^ (arow & 7)) << 4), a[0], a[1], a[2], a[3]);
+      for (int k16 = 0; k16 < 4; ++k16) {
+        u32 a[4];
+        ldmatrix_x4(st + a_off[k16], a[0], a[1], a[2], a[3]);
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int nt = nq + 4 * i;
-        if (nt >= t8) break;
-        u32 b0, b1;
-        ldmatrix_x2_trans(ls + (k16 * 16 + (lane & 15)) * C::kL2tStride + nt * 16, b0, b1);
-        mma_bf16_16816(acc[i], a, b0, b1);
+        for (int i = 0; i < 2; ++i) {
+          if (!n_ok[i]) continue;
+          u32 b0, b1;
+          ldmatrix_x2_trans(st + b_off + k16 * 16 * C::kL2tStride + i * 64, b0, b1);
+          mma_bf16_16816(acc[i], a, b0, b1);
+        }
       }
-    }
-    if ((kt + 1) % p.chunk_tiles == 0 || kt + 1 == kt1) {  // the end of a chunk
-      if (p.splits == 1) {
+      if (--chunk_left == 0 || kt + 1 == kt1) {  // the end of a chunk
+        if (p.splits == 1) {
+#pragma unroll
+          for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) tot[i][e] = __fadd_rn(tot[i][e], acc[i][e]);
+        } else {
+          const i64 m = m0 + mi * 16 + (lane >> 2);
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            if (!n_ok[i]) continue;
+            float* dst = p.part + (chunk * m_pad + m) * p.rank + r0 + (nq + 4 * i) * 8 + 2 * (lane & 3);
+            *reinterpret_cast<float2*>(dst) = make_float2(acc[i][0], acc[i][1]);
+            *reinterpret_cast<float2*>(dst + 8 * p.rank) = make_float2(acc[i][2], acc[i][3]);
+          }
+        }
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) tot[i][e] = __fadd_rn(tot[i][e], acc[i][e]);
-      } else {
-        const i64 c = kt / p.chunk_tiles;
-        const i64 m = m0 + mi * 16 + (lane >> 2);
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int nt = nq + 4 * i;
-          if (nt >= t8) break;
-          float* dst = p.part + (c * m_pad + m) * p.rank + r0 + nt * 8 + 2 * (lane & 3);
-          *reinterpret_cast<float2*>(dst) = make_float2(acc[i][0], acc[i][1]);
-          *reinterpret_cast<float2*>(dst + 8 * p.rank) = make_float2(acc[i][2], acc[i][3]);
-        }
+          for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
+        chunk_left = p.chunk_tiles;
+        ++chunk;
       }
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
     }
+    slot = slot + 1 == STAGES ? 0 : slot + 1;
   }
   cp_async_wait<0>();
   if (!lora) return;
