@@ -2,7 +2,9 @@
 // `compute-sanitizer --tool racecheck`; each hand-off is its own kernel, so a report names the kind that raised it.
 // A producer warp fills a 2-slot ring for 8 rounds, a consumer warp reads each slot and frees it:
 //   k_mbar_st_ld      st.shared, mbarrier.arrive (release) / try_wait.parity (acquire), ld.shared
-//   k_mbar_st_ldm     the same with ldmatrix on the consumer side (the FP16 tile hand-off of the swap-AB program)
+//   k_mbar_st_ldm     the same with ldmatrix on the consumer side
+//   k_elect_st_ldm    st.shared, __syncwarp, one elected lane's mbarrier.arrive (count 1) / try_wait.parity, ldmatrix,
+//                     the slot freed the same way (the FP16 tile hand-off of the swap-AB program)
 //   k_bulk_ld         cp.async.bulk (1-D, complete_tx on the mbarrier) into the slot, ld.shared (the scale bytes)
 //   k_tensor_ld       cp.async.bulk.tensor (2-D TMA) into the slot, ld.shared
 //   k_barsync         st.shared, bar.sync, ld.shared: a hand-off racecheck is known to model (must be clean)
@@ -23,12 +25,12 @@ constexpr int kRounds = 8, kSlots = 2, kSlotBytes = 1024;  // a slot: 8 rows x 1
 struct Ring {
   u32 data, full, empty;  // shared addresses: kSlots slots, kSlots full and kSlots empty barriers
 };
-__device__ Ring ring_setup(unsigned char* smem, u32 full_count) {
+__device__ Ring ring_setup(unsigned char* smem, u32 full_count, u32 empty_count = 32) {
   Ring r{smem_addr(smem), smem_addr(smem + kSlots * kSlotBytes), smem_addr(smem + kSlots * kSlotBytes + 8 * kSlots)};
   if (threadIdx.x == 0) {
     for (int s = 0; s < kSlots; ++s) {
       mbar_init(r.full + 8 * s, full_count);
-      mbar_init(r.empty + 8 * s, 32);
+      mbar_init(r.empty + 8 * s, empty_count);
     }
     mbar_init_fence();
   }
@@ -38,7 +40,7 @@ __device__ Ring ring_setup(unsigned char* smem, u32 full_count) {
 __host__ __device__ u32 expected(int round, int word) { return 0x9E3779B9u * (round + 1) + word; }
 
 // The consumer side: warp 1 reads its round's slot (ld.shared or ldmatrix), counts mismatches, frees the slot.
-template <bool LDMATRIX>
+template <bool LDMATRIX, bool ELECT = false>
 __device__ void consume(const Ring& r, int* bad) {
   const int lane = threadIdx.x & 31;
   for (int round = 0; round < kRounds; ++round) {
@@ -59,7 +61,12 @@ __device__ void consume(const Ring& r, int* bad) {
         if (v != expected(round, w)) atomicAdd(bad, 1);
       }
     }
-    mbar_arrive(r.empty + 8 * s);
+    if (ELECT) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(r.empty + 8 * s);
+    } else {
+      mbar_arrive(r.empty + 8 * s);
+    }
   }
 }
 __device__ void store_slot(u32 slot, int round) {
@@ -80,6 +87,21 @@ __device__ void k_mbar_st_ld_impl(int* bad) {
     }
   } else {
     consume<LDMATRIX>(r, bad);
+  }
+}
+__global__ void k_elect_st_ldm(int* bad) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const Ring r = ring_setup(smem, 1, 1);
+  if (threadIdx.x < 32) {
+    for (int round = 0; round < kRounds; ++round) {
+      const int s = round % kSlots;
+      if (round >= kSlots) mbar_wait(r.empty + 8 * s, ((round / kSlots) - 1) & 1);
+      store_slot(r.data + s * kSlotBytes, round);
+      __syncwarp();
+      if (threadIdx.x == 0) mbar_arrive(r.full + 8 * s);
+    }
+  } else {
+    consume<true, true>(r, bad);
   }
 }
 __global__ void k_mbar_st_ld(int* bad) { k_mbar_st_ld_impl<false>(bad); }
@@ -170,6 +192,7 @@ int main() {
   const Run runs[] = {
       {"k_mbar_st_ld", [](int* b, const u32*, const CUtensorMap&, int sm) { k_mbar_st_ld<<<1, 64, sm>>>(b); }},
       {"k_mbar_st_ldm", [](int* b, const u32*, const CUtensorMap&, int sm) { k_mbar_st_ldm<<<1, 64, sm>>>(b); }},
+      {"k_elect_st_ldm", [](int* b, const u32*, const CUtensorMap&, int sm) { k_elect_st_ldm<<<1, 64, sm>>>(b); }},
       {"k_bulk_ld", [](int* b, const u32* s, const CUtensorMap&, int sm) { k_bulk_ld<<<1, 64, sm>>>(s, b); }},
       {"k_tensor_ld", [](int* b, const u32*, const CUtensorMap& m, int sm) { k_tensor_ld<<<1, 64, sm>>>(m, b); }},
       {"k_barsync", [](int* b, const u32*, const CUtensorMap&, int sm) { k_barsync<<<1, 64, sm>>>(b); }},
