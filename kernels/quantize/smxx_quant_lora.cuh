@@ -142,6 +142,11 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const int r0 = rk * C::kRankTile;
   const int rcols = lora ? (p.rank - r0 < C::kRankTile ? p.rank - r0 : C::kRankTile) : 0;  // a multiple of 16
   const u32 sbase = smem_addr(smem);
+#if !defined(SVDQ_EMU) && __CUDA_ARCH__ >= 900
+  // A GEMM launched after this pass by programmatic dependent launch may start now: it reads nothing this pass
+  // writes before its griddepcontrol.wait, which waits for the whole pass.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   // Per-thread loads, set up once and advanced by one K tile per load (the loads run over K tiles kt0, kt0 + 1, ...
   // in order): the x chunk (row tid / 8, 16-byte chunk tid % 8 of each K tile), the pqs chunk (threads 0-7) and up

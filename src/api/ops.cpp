@@ -147,8 +147,12 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   q.a16 = a16.get();
   q.a16_pairs = gemm.pairs;
   ops.a16_ready = a16.get();
-  programs::launch_quant_lora("svdquant_linear", dev, pass, q, stream);
+  // The pass's split scratch is released after the GEMM's launch: the GEMM starts by programmatic dependent launch
+  // on the pass, so nothing may stand between the two in the stream.
+  std::optional<programs::Scratch> pass_scratch;
+  programs::launch_quant_lora("svdquant_linear", dev, pass, q, stream, &pass_scratch);
   programs::launch_mm(dev, route, shape, ops, stream);
+  if (pass_scratch) pass_scratch->release();
   a16.release();
 }
 

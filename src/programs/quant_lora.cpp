@@ -66,7 +66,7 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
   return p;
 }
 void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const registry::Build& build,
-                       const QuantLoraArgs& a, Stream stream) {
+                       const QuantLoraArgs& a, Stream stream, std::optional<Scratch>* keep) {
   const int64_t rank = a.l2t ? a.rank : 0;
   const QuantLoraPlan plan = plan_quant_lora(a.m, a.k, rank, dev.sm_count);
   if (plan.grid > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, std::string(fn) + ": argument 'x' is too large for one launch");
@@ -87,13 +87,15 @@ void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const regis
   }
   // Split K: the CTAs' FP32 partial sums and their flags in stream-ordered scratch.
   const int64_t part = checked::round_up(plan.part_bytes, 256, "partial sums bytes");
-  Scratch scratch(static_cast<uint64_t>(checked::add(part, plan.flag_bytes, "scratch")), dev, stream,
+  std::optional<Scratch> local;
+  std::optional<Scratch>& scratch = keep ? *keep : local;
+  scratch.emplace(static_cast<uint64_t>(checked::add(part, plan.flag_bytes, "scratch")), dev, stream,
                   std::string("the partial sums of d (") + fn + ")");
-  p.part = reinterpret_cast<float*>(scratch.bytes());
-  p.flags = reinterpret_cast<svdq_k::u64*>(scratch.bytes() + part);
+  p.part = reinterpret_cast<float*>(scratch->bytes());
+  p.flags = reinterpret_cast<svdq_k::u64*>(scratch->bytes() + part);
   p.epoch = next_epoch();
   launch_kernel(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p);
-  scratch.release();
+  if (!keep) scratch->release();
 }
 
 }  // namespace svdq::programs

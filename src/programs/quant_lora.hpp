@@ -2,9 +2,11 @@
 // launch (with the stream-ordered scratch of its split partial sums).
 #pragma once
 #include <cstdint>
+#include <optional>
 
 #include "common/smxx_params.cuh"
 #include "jit/kernel_cache.hpp"
+#include "programs/launch.hpp"
 #include "registry/registry.hpp"
 #include "svdq/svdq.hpp"
 
@@ -42,7 +44,10 @@ struct QuantLoraArgs {
   void* a16 = nullptr;
   bool a16_pairs = false;
 };
+// `keep`: where a split launch leaves its scratch (the partial sums and flags) for the caller to release after the
+// launches that follow it (a stream-ordered free between the pass and a GEMM started by programmatic dependent launch
+// would stand between the two in the stream); null: released right after the launch.
 void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const registry::Build& build,
-                       const QuantLoraArgs& args, Stream stream);
+                       const QuantLoraArgs& args, Stream stream, std::optional<Scratch>* keep = nullptr);
 
 }  // namespace svdq::programs

@@ -1,6 +1,6 @@
 // The swap-AB program on FP16 A (kernels/sm90/sm90_svdq_swap_a16.cuh): deq(A) x 2^-7 as FP16 [M, K] by a copy
 // launch before it (or svdquant_linear's pass), the weights packed; the GEMM by programmatic dependent launch after
-// the copy (unless SVDQ_PDL=0): its producers wait for it (griddepcontrol.wait).
+// the copy or the pass (unless SVDQ_PDL=0): its producers wait for it (griddepcontrol.wait).
 #include "programs/pdl.hpp"
 #include "jit/driver.hpp"
 #include "programs/mm_launch.hpp"
@@ -33,7 +33,10 @@ void launch_sm90_swap_a16(const MmLaunch& L) {
   // validated).
   jit::encode_tma_2d(&wp.tma_out, p.out, 2, n, m, n * 2, 64, bm, 128);
   if (!L.a16_ready) launch_fp16_copy(copy, L.dev, p.a, p.a_sf, a16, L.stream);
-  launch_kernel(build, L.dev, L.gx, L.gy, L.stream, &wp, !L.a16_ready && pdl_enabled());
+  // The launch before this one wrote A's FP16 copy: the copy above, or svdquant_linear's pass (which also wrote d).
+  // The producers read both only after griddepcontrol.wait, so the GEMM starts by programmatic dependent launch
+  // either way and streams its first weight tiles while that launch finishes.
+  launch_kernel(build, L.dev, L.gx, L.gy, L.stream, &wp, pdl_enabled());
   if (scratch) scratch->release();
 }
 
