@@ -10,6 +10,6 @@ namespace svdq::knobs {
 
 std::optional<std::string> force_build();  // SVDQ_FORCE_BUILD: a GEMM build ID instead of the router's choice
 std::optional<int64_t> raster();           // SVDQ_RASTER: 0..4096 row tiles per raster group (sm90_svdq_ws builds)
-bool pdl();                                // SVDQ_PDL: programmatic dependent launch after a copy launch (default on)
+bool pdl();                                // SVDQ_PDL: PDL after a copy launch or the pass (default on)
 
 }  // namespace svdq::knobs

@@ -1,5 +1,5 @@
-// Whether a GEMM after a copy launch starts by programmatic dependent launch: SVDQ_PDL (default on), unless the
-// calling thread overrides it for its next calls (the Python binding's enable_pdl argument).
+// Whether a GEMM after a copy launch or the pass starts by programmatic dependent launch: SVDQ_PDL (default on),
+// unless the calling thread overrides it for its next calls (the Python binding's enable_pdl argument).
 #pragma once
 #include "common/knobs.hpp"
 
