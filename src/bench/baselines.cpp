@@ -183,17 +183,33 @@ Fp8Gemm::Fp8Gemm(const Shape& shape, uint64_t seed, bool with_bias) : shape_(sha
                                                  ? std::string(cublasGetStatusString(static_cast<cublasStatus_t>(status)))
                                                  : std::string("no result")) +
                                             ")");
+  // The heuristic's first FP8 algorithm can still refuse to run ("not supported" from cublasLtMatmul on the H200 with
+  // CUDA 13.0 at every shape tried): keep the first of its candidates that runs once here.
+  std::string refused;
+  for (int i = 0; i < found; ++i) {
+    L.algo = L.candidates[i];
+    const int st = try_run(nullptr);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      check_cuda(cudaStreamSynchronize(nullptr), "the FP8 GEMM's trial run");
+      return;
+    }
+    cudaGetLastError();  // a refused launch's error is not left for a later check to find
+    refused += (refused.empty() ? "" : "; ") + std::string("algorithm ") + std::to_string(i) + ": " +
+               cublasGetStatusString(static_cast<cublasStatus_t>(st));
+  }
+  throw Error(ErrorCode::Unsupported, "cuBLASLt ran none of its " + std::to_string(found) + " FP8 algorithms for " +
+                                          shape.str() + " (" + refused + ")");
 }
 
 Fp8Gemm::~Fp8Gemm() = default;
 
-void Fp8Gemm::run(Stream s) const {
+int Fp8Gemm::try_run(Stream s) const {
   const Lt& L = *lt_;
   const float one = 1.0f, zero = 0.0f;
-  check_cublas(cublasLtMatmul(L.handle, L.op, &one, b_.get(), L.la, a_.get(), L.lb, &zero, out_.get(), L.lc, out_.get(),
-                              L.lc, &L.algo.algo, ws_.get(), static_cast<size_t>(ws_.bytes()),
-                              reinterpret_cast<cudaStream_t>(s)),
-               "cublasLtMatmul (FP8)");
+  return cublasLtMatmul(L.handle, L.op, &one, b_.get(), L.la, a_.get(), L.lb, &zero, out_.get(), L.lc, out_.get(), L.lc,
+                        &L.algo.algo, ws_.get(), static_cast<size_t>(ws_.bytes()), reinterpret_cast<cudaStream_t>(s));
 }
+
+void Fp8Gemm::run(Stream s) const { check_cublas(try_run(s), "cublasLtMatmul (FP8)"); }
 
 }  // namespace svdq::bench

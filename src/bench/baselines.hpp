@@ -65,7 +65,8 @@ class Fp8Gemm {
  public:
   // Random E4M3 operands (magnitudes 2^-3 .. 3.75, random signs, never NaN), per-tensor scales in [0.5, 2),
   // a BF16 bias through the cuBLASLt bias epilogue when `with_bias` (and the shape has one). Throws
-  // svdq::Error(Unsupported) when cuBLASLt offers no algorithm (an FP8 GEMM needs sm_89+).
+  // svdq::Error(Unsupported) when cuBLASLt offers no algorithm (an FP8 GEMM needs sm_89+) or runs none of those it
+  // offers (each is tried once here, the first that runs is kept).
   Fp8Gemm(const Shape& shape, uint64_t seed, bool with_bias);
   ~Fp8Gemm();
   Fp8Gemm(const Fp8Gemm&) = delete;
@@ -73,6 +74,7 @@ class Fp8Gemm {
   void run(Stream s) const;  // one cublasLtMatmul
 
  private:
+  int try_run(Stream s) const;  // one cublasLtMatmul with the chosen algorithm; its cublasStatus_t
   Shape shape_;
   DeviceBuffer a_, b_, scales_, bias_, out_, ws_;
   struct Lt;

@@ -38,15 +38,19 @@ struct LtState {
     check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "EPILOGUE");
     check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "BIAS_POINTER");
   }
-  // cuBLASLt's first algorithm for the layouts within `workspace_bytes`; returns the heuristic's status and sets
-  // `found` (1: algo holds it).
+  // cuBLASLt's algorithms for the layouts within `workspace_bytes`, best first (up to kCandidates in `candidates`,
+  // the first in `algo`); returns the heuristic's status and sets `found` (how many).
+  static constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t candidates[kCandidates]{};
   int choose_algo(uint64_t workspace_bytes, int& found) {
     check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
                                                       sizeof workspace_bytes),
                  "MAX_WORKSPACE_BYTES");
     found = 0;
-    return cublasLtMatmulAlgoGetHeuristic(handle, op, la, lb, lc, lc, pref, 1, &algo, &found);
+    const int status = cublasLtMatmulAlgoGetHeuristic(handle, op, la, lb, lc, lc, pref, kCandidates, candidates, &found);
+    if (found > 0) algo = candidates[0];
+    return status;
   }
   ~LtState() {
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
