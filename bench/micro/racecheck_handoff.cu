@@ -6,6 +6,8 @@
 //   k_elect_st_ldm    st.shared, __syncwarp, one elected lane's mbarrier.arrive (count 1) / try_wait.parity, ldmatrix,
 //                     the slot freed the same way (the FP16 tile hand-off of the swap-AB program)
 //   k_bulk_ld         cp.async.bulk (1-D, complete_tx on the mbarrier) into the slot, ld.shared (the scale bytes)
+//   k_elect_bulk_ld   the same, the slot freed by __syncwarp and one elected lane's arrival (the swap-AB program's
+//                     ring slots)
 //   k_tensor_ld       cp.async.bulk.tensor (2-D TMA) into the slot, ld.shared
 //   k_barsync         st.shared, bar.sync, ld.shared: a hand-off racecheck is known to model (must be clean)
 //   k_none            st.shared and ld.shared with no hand-off at all (a real race: must be reported)
@@ -108,9 +110,10 @@ __global__ void k_mbar_st_ld(int* bad) { k_mbar_st_ld_impl<false>(bad); }
 __global__ void k_mbar_st_ldm(int* bad) { k_mbar_st_ld_impl<true>(bad); }
 
 // src: kRounds slots' words in global memory, written by the host.
-__global__ void k_bulk_ld(const u32* src, int* bad) {
+template <bool ELECT>
+__device__ void bulk_ld_impl(const u32* src, int* bad) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  const Ring r = ring_setup(smem, 1);
+  const Ring r = ring_setup(smem, 1, ELECT ? 1 : 32);
   if (threadIdx.x < 32) {
     for (int round = 0; round < kRounds; ++round) {
       const int s = round % kSlots;
@@ -122,9 +125,11 @@ __global__ void k_bulk_ld(const u32* src, int* bad) {
       __syncwarp();
     }
   } else {
-    consume<false>(r, bad);
+    consume<false, ELECT>(r, bad);
   }
 }
+__global__ void k_bulk_ld(const u32* src, int* bad) { bulk_ld_impl<false>(src, bad); }
+__global__ void k_elect_bulk_ld(const u32* src, int* bad) { bulk_ld_impl<true>(src, bad); }
 __global__ void k_tensor_ld(const __grid_constant__ CUtensorMap map, int* bad) {
   extern __shared__ __align__(1024) unsigned char smem[];
   const Ring r = ring_setup(smem, 1);
@@ -194,6 +199,7 @@ int main() {
       {"k_mbar_st_ldm", [](int* b, const u32*, const CUtensorMap&, int sm) { k_mbar_st_ldm<<<1, 64, sm>>>(b); }},
       {"k_elect_st_ldm", [](int* b, const u32*, const CUtensorMap&, int sm) { k_elect_st_ldm<<<1, 64, sm>>>(b); }},
       {"k_bulk_ld", [](int* b, const u32* s, const CUtensorMap&, int sm) { k_bulk_ld<<<1, 64, sm>>>(s, b); }},
+      {"k_elect_bulk_ld", [](int* b, const u32* s, const CUtensorMap&, int sm) { k_elect_bulk_ld<<<1, 64, sm>>>(s, b); }},
       {"k_tensor_ld", [](int* b, const u32*, const CUtensorMap& m, int sm) { k_tensor_ld<<<1, 64, sm>>>(m, b); }},
       {"k_barsync", [](int* b, const u32*, const CUtensorMap&, int sm) { k_barsync<<<1, 64, sm>>>(b); }},
       {"k_none", [](int* b, const u32*, const CUtensorMap&, int sm) { k_none<<<1, 64, sm>>>(b); }},
