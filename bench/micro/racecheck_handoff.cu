@@ -40,6 +40,20 @@ __device__ Ring ring_setup(unsigned char* smem, u32 full_count, u32 empty_count 
   return r;
 }
 __host__ __device__ u32 expected(int round, int word) { return 0x9E3779B9u * (round + 1) + word; }
+// The calling warp's arrival on `bar`: every lane (a barrier of count 32), or ELECT: lane 0 after __syncwarp (count 1).
+template <bool ELECT>
+__device__ void warp_arrive(u32 bar) {
+  if (ELECT) {
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
+  } else {
+    mbar_arrive(bar);
+  }
+}
+// The producer's wait until the consumer has freed slot `round % kSlots` of round `round - kSlots`.
+__device__ void wait_free(const Ring& r, int round) {
+  if (round >= kSlots) mbar_wait(r.empty + 8 * (round % kSlots), ((round / kSlots) - 1) & 1);
+}
 
 // The consumer side: warp 1 reads its round's slot (ld.shared or ldmatrix), counts mismatches, frees the slot.
 template <bool LDMATRIX, bool ELECT = false>
@@ -63,12 +77,7 @@ __device__ void consume(const Ring& r, int* bad) {
         if (v != expected(round, w)) atomicAdd(bad, 1);
       }
     }
-    if (ELECT) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(r.empty + 8 * s);
-    } else {
-      mbar_arrive(r.empty + 8 * s);
-    }
+    warp_arrive<ELECT>(r.empty + 8 * s);
   }
 }
 __device__ void store_slot(u32 slot, int round) {
@@ -76,38 +85,23 @@ __device__ void store_slot(u32 slot, int round) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(slot + 4 * w), "r"(expected(round, w)) : "memory");
 }
 
-template <bool LDMATRIX>
-__device__ void k_mbar_st_ld_impl(int* bad) {
+template <bool LDMATRIX, bool ELECT>
+__device__ void st_ld_impl(int* bad) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  const Ring r = ring_setup(smem, 32);
+  const Ring r = ring_setup(smem, ELECT ? 1 : 32, ELECT ? 1 : 32);
   if (threadIdx.x < 32) {
     for (int round = 0; round < kRounds; ++round) {
-      const int s = round % kSlots;
-      if (round >= kSlots) mbar_wait(r.empty + 8 * s, ((round / kSlots) - 1) & 1);
-      store_slot(r.data + s * kSlotBytes, round);
-      mbar_arrive(r.full + 8 * s);
+      wait_free(r, round);
+      store_slot(r.data + (round % kSlots) * kSlotBytes, round);
+      warp_arrive<ELECT>(r.full + 8 * (round % kSlots));
     }
   } else {
-    consume<LDMATRIX>(r, bad);
+    consume<LDMATRIX, ELECT>(r, bad);
   }
 }
-__global__ void k_elect_st_ldm(int* bad) {
-  extern __shared__ __align__(1024) unsigned char smem[];
-  const Ring r = ring_setup(smem, 1, 1);
-  if (threadIdx.x < 32) {
-    for (int round = 0; round < kRounds; ++round) {
-      const int s = round % kSlots;
-      if (round >= kSlots) mbar_wait(r.empty + 8 * s, ((round / kSlots) - 1) & 1);
-      store_slot(r.data + s * kSlotBytes, round);
-      __syncwarp();
-      if (threadIdx.x == 0) mbar_arrive(r.full + 8 * s);
-    }
-  } else {
-    consume<true, true>(r, bad);
-  }
-}
-__global__ void k_mbar_st_ld(int* bad) { k_mbar_st_ld_impl<false>(bad); }
-__global__ void k_mbar_st_ldm(int* bad) { k_mbar_st_ld_impl<true>(bad); }
+__global__ void k_mbar_st_ld(int* bad) { st_ld_impl<false, false>(bad); }
+__global__ void k_mbar_st_ldm(int* bad) { st_ld_impl<true, false>(bad); }
+__global__ void k_elect_st_ldm(int* bad) { st_ld_impl<true, true>(bad); }
 
 // src: kRounds slots' words in global memory, written by the host.
 template <bool ELECT>
@@ -117,7 +111,7 @@ __device__ void bulk_ld_impl(const u32* src, int* bad) {
   if (threadIdx.x < 32) {
     for (int round = 0; round < kRounds; ++round) {
       const int s = round % kSlots;
-      if (round >= kSlots) mbar_wait(r.empty + 8 * s, ((round / kSlots) - 1) & 1);
+      wait_free(r, round);
       if (threadIdx.x == 0) {
         mbar_arrive_expect_tx(r.full + 8 * s, kSlotBytes);
         bulk_load(r.data + s * kSlotBytes, src + round * (kSlotBytes / 4), kSlotBytes, r.full + 8 * s);
@@ -136,7 +130,7 @@ __global__ void k_tensor_ld(const __grid_constant__ CUtensorMap map, int* bad) {
   if (threadIdx.x < 32) {
     for (int round = 0; round < kRounds; ++round) {
       const int s = round % kSlots;
-      if (round >= kSlots) mbar_wait(r.empty + 8 * s, ((round / kSlots) - 1) & 1);
+      wait_free(r, round);
       if (threadIdx.x == 0) {
         mbar_arrive_expect_tx(r.full + 8 * s, kSlotBytes);
         tma_load_2d(r.data + s * kSlotBytes, reinterpret_cast<const TmaDesc*>(&map), 0, round * 8, r.full + 8 * s);
