@@ -7,7 +7,7 @@
 #   tune       svdq tune of CANDIDATES into TABLE (default $OUT/sm_90a.json; UPDATE, TUNE_SHAPES)
 #   tests      svdq_gpu_tests (TESTS_FILTER, GTEST_ARGS, TESTS_TMO default 540 s)
 #   sanitizer, racecheck, synccheck   the GPU tests under compute-sanitizer memcheck / racecheck / synccheck
-#              (SANITIZER_FILTER, SAN_TMO default 540 s)
+#              (SANITIZER_FILTER, SAN_TMO default 540 s, SAN_SHARDS: gtest shards run at once, default 1)
 #   bench      A/B of route tables ROUTES_A (default none) vs ROUTES_B (default TABLE) (SESSIONS default 2, SHAPES)
 #   suite      plain svdq bench of the default suite (BENCH_ARGS)
 #   layer      svdq bench --layer (SESSIONS, SHAPES, WORKLOAD)   quantize   svdq bench --quantize (SESSIONS, QSHAPES)
@@ -16,7 +16,8 @@
 #   final      AOT packages with JIT disabled: "8.0 9.0a" serving this device, "8.0 10.0a" not (aot.log)
 #   compare    each candidate tuned alone under a time limit (LARGE_BUILDS / LARGE_SHAPES, SMALL_BUILDS /
 #              SMALL_SHAPES, TMO default 60 s, REPEATS default 6)
-#   ncu        Nsight Compute of svdq's kernels on SHAPE (TAG, SKIP, COUNT, METRICS, SOURCE=1, KERNELS, LINES_SHOWN)
+#   ncu        Nsight Compute of svdq's kernels on SHAPE (TAG, SKIP, COUNT, METRICS, SOURCE=1 with SRC_KERNEL,
+#              KERNELS, LINES_SHOWN, NCU_BENCH: bench flags such as --layer)
 #   python     the wheel built there, tests/python, python -m svdq.bench --overhead
 #   micro      the bench/micro binaries in MICRO (default .carry/micro)
 #   bits       svdq_bits of this build against OLD_BITS (default .carry/old/svdq_bits): output hashes of the 30 suite
@@ -75,12 +76,18 @@ step_tests() {
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|differs" "$OUT/gpu_tests.log" | head -40
   failed tests "$rc"
 }
-sanitize() {  # sanitize TOOL LOGNAME: the GPU tests under compute-sanitizer
-  timeout "${SAN_TMO:-540}" compute-sanitizer --tool "$1" --error-exitcode 99 "$B/svdq_gpu_tests" \
-    --gtest_filter="${SANITIZER_FILTER:-*}" > "$OUT/$2.log" 2>&1
-  local rc=$?
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^\[  (FAILED|PASSED) |^\[==========\]" "$OUT/$2.log" | tail -8
-  if [ "$rc" -ne 0 ]; then failed "$1" "$rc"; grep -m20 -E "Invalid|Error" "$OUT/$2.log"; fi
+sanitize() {  # sanitize TOOL LOGNAME: the GPU tests under compute-sanitizer; SAN_SHARDS=N: N gtest shards at once
+  local n=${SAN_SHARDS:-1} i rc=0 r
+  for ((i = 0; i < n; ++i)); do
+    GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout "${SAN_TMO:-540}" compute-sanitizer --tool "$1" \
+      --error-exitcode 99 "$B/svdq_gpu_tests" --gtest_filter="${SANITIZER_FILTER:-*}" > "$OUT/$2_$i.log" 2>&1 &
+  done
+  for ((i = 0; i < n; ++i)); do wait -n; r=$?; [ "$r" -ne 0 ] && rc=$r; done
+  for ((i = 0; i < n; ++i)); do
+    echo "$1 shard $i/$n:"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^\[  (FAILED|PASSED) |^\[==========\]" "$OUT/$2_$i.log" | tail -6
+  done
+  if [ "$rc" -ne 0 ]; then failed "$1" "$rc"; cat "$OUT/$2"_*.log | grep -m20 -E "Invalid|Error|Race|Hazard"; fi
 }
 step_sanitizer() { sanitize memcheck sanitizer; }
 step_racecheck() { sanitize racecheck racecheck; }
@@ -167,14 +174,15 @@ step_ncu() {  # sections first; METRICS (raw names) in a second pass, so a name 
   local -x SVDQ_AOT_DIR=${SVDQ_AOT_DIR:-$CARRY_AOT}
   [ -n "${SHAPE:-}" ] || { echo "ncu: SHAPE=MxNxK[:rR][:bB] is required"; status=1; return; }
   local tag=${TAG:-ncu}
-  local run=("$B/svdq" bench --shapes "$SHAPE" --timer events --sessions 1 --repeats 2 --warmup 1 --csv /tmp/ncu_bench.csv)
+  # shellcheck disable=SC2086  # NCU_BENCH: more bench flags (e.g. --layer), split into words
+  local run=("$B/svdq" bench ${NCU_BENCH:-} --shapes "$SHAPE" --timer events --sessions 1 --repeats 2 --warmup 1 --csv /tmp/ncu_bench.csv)
   local common=(--clock-control none --cache-control all --kernel-name "${KERNELS:-regex:^svdq_}"
                 --launch-skip "${SKIP:-0}" --launch-count "${COUNT:-4}")
   ncu "${common[@]}" --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
     --section LaunchStats --section Occupancy -o "$OUT/$tag" "${run[@]}" > "$OUT/$tag.run.log" 2>&1 || status=1
   ncu -i "$OUT/$tag.ncu-rep" --page details > "$OUT/$tag.txt" 2>&1 || status=1
   if [ "${SOURCE:-0}" = 1 ]; then  # per-SASS-instruction warp stall samples of the first GEMM launch
-    ncu --clock-control none --cache-control all --kernel-name "regex:^svdq_sm90" --launch-count 1 \
+    ncu --clock-control none --cache-control all --kernel-name "${SRC_KERNEL:-regex:^svdq_sm90}" --launch-count 1 \
       --section WarpStateStats --section SourceCounters -o "$OUT/${tag}_src" "${run[@]}" \
       > "$OUT/${tag}_src.run.log" 2>&1 || status=1
     ncu -i "$OUT/${tag}_src.ncu-rep" --page source --csv --print-source sass > "$OUT/${tag}_src.csv" 2>&1 || status=1
@@ -187,7 +195,7 @@ step_ncu() {  # sections first; METRICS (raw names) in a second pass, so a name 
 }
 step_python() {  # the wheel built there (cp312, abi3), installed into a scratch dir, the pytest suite (torch, CuPy)
   rm -rf /tmp/svdq_wheel /tmp/svdq_py && mkdir -p /tmp/svdq_wheel
-  python3 -m pip wheel . --no-build-isolation --no-deps -q -w /tmp/svdq_wheel \
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip wheel . --no-build-isolation --no-deps -q -w /tmp/svdq_wheel \
     -C cmake.define.SVDQ_JSON_INCLUDE="$PWD/.carry/include" > "$OUT/python_wheel.log" 2>&1 || status=1
   python3 -m pip install -q --no-deps --target /tmp/svdq_py /tmp/svdq_wheel/svdq-*.whl >> "$OUT/python_wheel.log" 2>&1 \
     || status=1
