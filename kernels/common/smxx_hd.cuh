@@ -75,6 +75,14 @@ SVDQ_HD float mul_rn(float a, float b) {
 #endif
 }
 
+SVDQ_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
 SVDQ_HD float fma_rn(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
   return __fmaf_rn(a, b, c);

@@ -36,21 +36,21 @@ SVDQ_HD u32 e2m1_from_float(float x) {
   return sign | mag;
 }
 
-// The same code as e2m1_from_float for every non-NaN x, in fewer instructions: after the clamp to 6, a is rounded
-// to the E2M1 grid's step in its range (0.5 below 2, 1 below 4, 2 above) by one fused multiply-add onto 1.5 * 2^23
-// plus the code of the range's first point less its step count (a / step is exact, so the add rounds once, to
-// nearest even, at a unit step), whose low 3 bits are then the magnitude code.
+// The same code as e2m1_from_float for every non-NaN x, in fewer instructions: after the clamp to 6, a is added to
+// a constant whose unit in the last place is the E2M1 grid's step in a's range (0.5 below 2, 1 below 4, 2 above:
+// 1.5 * 2^22, 2^23, 2^24) plus the code of the range's first point less its step count; the add rounds once, to
+// nearest even, at a unit step, and the low 3 bits of the sum are the magnitude code. The constant comes from a's
+// exponent by one multiply-add (exponents 127 and below, 128, 129 -> 0x4AC00000, 0x4B400002, 0x4BC00004).
 SVDQ_HD u32 e2m1_from_float_fast(float x) {
 #if defined(__CUDA_ARCH__)
-  const float ax = fabsf(x);
+  const float a = fminf(fabsf(x), 6.0f);
 #else
   const float ax = abs_f(x);
-#endif
   const float a = ax < 6.0f ? ax : 6.0f;
-  const bool lt2 = a < 2.0f, lt4 = a < 4.0f;
-  const float inv_step = lt2 ? 2.0f : (lt4 ? 1.0f : 0.5f);
-  const float magic = lt2 ? 12582912.0f : (lt4 ? 12582914.0f : 12582916.0f);
-  return ((f32_bits(x) >> 28) & 8u) | (f32_bits(fma_rn(a, inv_step, magic)) & 7u);
+#endif
+  const u32 eb = f32_bits(a) >> 23, e = eb > 127u ? eb : 127u;
+  const float magic = f32_from_bits(e * 0x800002u + (0x4AC00000u - 127u * 0x800002u));
+  return ((f32_bits(x) >> 28) & 8u) | (f32_bits(add_rn(a, magic)) & 7u);
 }
 
 // div_rn(a, 6.0f) for every BF16 value a (8 significant bits; exhaustively checked by a CPU test): the product by

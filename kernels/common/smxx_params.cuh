@@ -64,19 +64,20 @@ struct QuantLoraParams {
   u8* sf;                 // scales
   const u16* l2t;         // bf16 [K, r], or null: quantization alone
   u16* d;                 // bf16 [M, r]
-  float* part;            // splits > 1: FP32 partial sums [chunks][row_tiles * 32][r]
+  float* part;            // splits > 1: FP32 partial sums [chunks or groups][row_tiles * 64][r]
   u64* flags;             // splits > 1: [row_tiles * rank_tiles][splits], set to `epoch` when a CTA's sums are stored
   u64 epoch;              // unique per launch, so the flags need no clearing
   i64 m, k;
   i64 sf_rows, sf_cols;   // swizzled: rows and columns padded to 128 and 4; linear: M and K/16
-  i64 row_tiles;          // ceil(M / 32)
+  i64 row_tiles;          // ceil(M / 64)
   int swizzled;           // 1: 128x4 swizzled, 0: linear [M, K/16]
   int rank;               // r (with l2t)
-  int rank_tiles;         // ceil(r / 64) (1 without l2t)
+  int rank_tiles;         // ceil(r / 32) (1 without l2t)
   int splits;             // CTAs sharing one row tile's chunks
   int chunk_tiles;        // K tiles of 64 per chunk (set by K alone)
   int chunks;             // ceil(ceil(K / 64) / chunk_tiles)
-  int chunks_per_split;   // ceil(chunks / splits)
+  int group_chunks;       // chunks per group (set by K alone)
+  int chunks_per_split;   // a multiple of group_chunks, or a divisor of it
   // The FP16 copy of deq(xq) x 2^-7 the routed GEMM reads ([M, K], smxx_dequant_fp16's bytes: a16_pairs selects its
   // PAIRS order), written by the same pass instead of a copy launch; null: none.
   u16* a16;

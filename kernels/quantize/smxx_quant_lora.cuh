@@ -2,15 +2,18 @@
 //   - (xq, sf) = the SPEC §1 quantization of x (or of BF16(x * pqs)), byte-identical to the host reference;
 //   - d = BF16(x @ l2t) on tensor cores (mma.sync m16n8k16, BF16 in, FP32 accumulators), l2t bf16 [K, r];
 //   - where the routed GEMM reads the activations as FP16, that copy too (smxx_dequant_fp16's bytes).
-// A CTA takes 32 rows, one rank tile of at most 64 columns and a range of K chunks; K tiles of 64 stream through a
-// cp.async ring of STAGES slots (x, pqs and the l2t tile of each K tile). In each K tile every thread quantizes half
-// a 16-element block (the two halves of a block are neighbouring lanes), then every warp runs its mma steps.
+// A CTA takes 64 rows (16 per warp), one rank tile of at most 32 columns and a range of K chunks. x goes straight
+// from global memory into registers, one 64-wide K tile ahead: lane (g, t) of a warp holds the whole 16-element
+// block t of its rows g and g + 8, quantizes both blocks alone (no shuffles) and hands the same registers to the
+// tensor cores as A fragments; only l2t streams through a cp.async ring of STAGES shared-memory slots.
 //
-// d's arithmetic depends on K alone: K is cut into `chunks` chunks of `chunk_tiles` K tiles (set by K); each chunk
-// is one tensor-core chain in K order, and d = (((0 + P0) + P1) + ...) in FP32, chunk by chunk, then one BF16
+// d's arithmetic depends on K alone: K is cut into `chunks` chunks of `chunk_tiles` K tiles, and the chunks into
+// groups of `group_chunks` (both set by K). Each chunk is one tensor-core chain in K order; a group's sum is
+// ((0 + P0) + P1) + ... over its chunks, and d = ((0 + G0) + G1) + ... over the groups in FP32, then one BF16
 // rounding. A CTA holding every chunk of its rows adds them in registers; where M leaves SMs idle, the chunks are
-// split over `splits` CTAs that store each chunk's partial sums in scratch, and the last CTA of the rows adds them
-// in the same order. So d is run-to-run deterministic and a row's d does not depend on M or on the split.
+// split over `splits` CTAs that store partial sums in scratch (per chunk where a CTA holds part of a group, per group
+// where it holds whole groups), and the last CTA of the rows adds them in the same order. So d is run-to-run
+// deterministic and a row's d does not depend on M or on the split.
 #pragma once
 #include "common/sm80_ptx.cuh"
 #include "common/smxx_dequant.cuh"
@@ -21,27 +24,35 @@ namespace svdq_k {
 
 template <int STAGES>
 struct QuantLoraConfig {
-  static constexpr int kRows = 32, kThreads = 256, kRankTile = 64;
-  static constexpr int kXBytes = kRows * 128;             // 32 rows x 64 BF16, 16-byte chunks XOR-swizzled by row
-  static constexpr int kPqsBytes = 128;                   // 64 BF16
-  static constexpr int kL2tStride = kRankTile * 2 + 16;   // 144: ldmatrix.trans rows fall on distinct banks
-  static constexpr int kL2tBytes = 64 * kL2tStride;
-  static constexpr int kStage = kXBytes + kPqsBytes + kL2tBytes;
-  static constexpr int kTableBytes = 128 * 4;             // the launch's gs / scale for every E4M3 code
-  static constexpr int kSmem = STAGES * kStage + kTableBytes;
+  // 4 warps of 16 rows; a K tile is 64 wide; a CTA's rank tile is at most 32 columns of d.
+  static constexpr int kRows = 64, kThreads = 128, kRankTile = 32;
+  // Shared memory: the x ring (each lane's own 64 bytes of a K tile), the scale table, then (with d only) the l2t
+  // ring and each lane's group and d sums.
+  static constexpr int kXStage = kThreads * 64;
+  static constexpr int kTableAt = STAGES * kXStage, kTableBytes = 128 * 4;  // gs / scale for every E4M3 code
+  static constexpr int kL2tStride = kRankTile * 2 + 16;   // 80: 8 consecutive rows fall on distinct bank groups
+  static constexpr int kStage = 64 * kL2tStride;          // one K tile of l2t (rows in the fragment order, below)
+  static constexpr int kL2tAt = kTableAt + kTableBytes;
+  static constexpr int kSumAt = kL2tAt + STAGES * kStage, kSumBytes = kThreads * 2 * (kRankTile / 8) * 4 * 4;
+  static constexpr int kSmemQuantize = kL2tAt;            // a launch without d
+  static constexpr int kSmem = kSumAt + kSumBytes;
   static_assert(STAGES >= 2, "the ring needs two slots");
-  static_assert(kStage % 128 == 0, "slots stay 128-byte aligned");
+  static_assert(kStage % 128 == 0 && kL2tAt % 128 == 0, "slots stay 128-byte aligned");
 };
 
 #if defined(SVDQ_EMU)
-SVDQ_DEV void ldmatrix_x2_trans(u32 addr, u32& r0, u32& r1) { svdq_emu::ldmatrix(addr, 2, true, &r0, &r1, nullptr, nullptr); }
+SVDQ_DEV void ldmatrix_x4_trans(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+  svdq_emu::ldmatrix(addr, 4, true, &r0, &r1, &r2, &r3);
+}
 SVDQ_DEV float max_nan(float a, float b) { return svdq_emu::max_nan(a, b); }
 SVDQ_DEV void st_release_u64(u64* p, u64 v) { svdq_emu::store_release(p, v); }
 SVDQ_DEV u64 ld_acquire_u64(const u64* p) { return svdq_emu::load_acquire(p); }
 SVDQ_DEV u32 fma_bf16x2(u32 a, u32 b, u32 c) { return svdq_emu::fma_bf16x2(a, b, c); }
 #else
-SVDQ_DEV void ldmatrix_x2_trans(u32 addr, u32& r0, u32& r1) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
+SVDQ_DEV void ldmatrix_x4_trans(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
 }
 // max that returns NaN when either operand is NaN (sm_80+): one instruction gives the block's amax and tells
 // whether the block holds a NaN (then the reference path runs).
@@ -76,54 +87,70 @@ SVDQ_DEV u32 e4m3_from_nonneg(float x) {  // e4m3_from_float for x >= 0 (inf and
 #endif
 }
 
-// Half of a 16-element block (v: 8 values, already smoothed; the other half in the neighbouring lane, lane ^ 1) ->
-// its 8 codes (element i in bits 4i..4i+3) and the block's scale, as quantize_block16 on the whole block.
-// inv_scale[s] = div_rn(gs, e4m3_to_float(s)) for the launch's gs. `exact` holds the values as the reference computes
-// them (x * pqs in FP32, rounded to BF16) when v came from the packed BF16 product, which differs from it only
-// where |x * pqs| < 2^-126: those blocks (0 < amax < 2^-118), blocks with a NaN or Inf, and non-finite or negative
-// scale products take the reference steps.
-struct HalfBlock {
-  u32 codes, scale;
+// One 16-element block (w: its 8 BF16 words as loaded, pw: the pre_quant_scale words of the same K, when smoothed)
+// -> its 16 codes (element i in bits 4i..4i+3 of codes[i / 8]) and its scale, as quantize_block16 on BF16(x * pqs).
+// inv_scale[s] = div_rn(gs, e4m3_to_float(s)) for the launch's gs. The packed BF16 product differs from the
+// reference's (x * pqs in FP32, rounded to BF16) only where |x * pqs| < 2^-126: those blocks (0 < amax < 2^-118),
+// blocks with a NaN or Inf, and non-finite or negative scale products take the reference steps.
+struct Block16 {
+  u32 codes[2], scale;
 };
-template <class Exact>
-SVDQ_DEV HalfBlock quantize_half_block(float* v, float gs, const float* inv_scale, bool smoothed, Exact exact) {
-  const u32 lane = threadIdx.x & 31u, pair = 3u << (lane & ~1u);
+SVDQ_DEV Block16 quantize_block16(const u32* w, const u32* pw, bool smoothed, float gs, const float* inv_scale) {
+  u32 ws[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) ws[i] = smoothed ? fma_bf16x2(w[i], pw[i], 0x80008000u) : w[i];  // (-0 addend: keeps -0)
+  float v[16];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    v[2 * i] = f32_from_bits(ws[i] << 16);
+    v[2 * i + 1] = f32_from_bits(ws[i] & 0xFFFF0000u);
+  }
   float amax = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) amax = max_nan(amax, fabsf(v[i]));
-  amax = max_nan(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+  for (int i = 0; i < 16; ++i) amax = max_nan(amax, fabsf(v[i]));
   const bool tiny = smoothed && amax > 0.0f && amax < 3.3881318e-36f;  // 2^-118
   u32 s = 0x7Fu;
   if (amax <= 3.40282347e38f && !tiny) s = e4m3_from_nonneg(mul_rn(gs, div6_bf16(amax)));
-  HalfBlock out{0u, s};
+  Block16 out{{0u, 0u}, s};
   if (s == 0) return out;
   const float mul = inv_scale[s & 0x7Fu];
   if (s < 0x7Fu && mul <= 3.40282347e38f) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out.codes |= e2m1_from_float_fast(mul_rn(v[i], mul)) << (4 * i);
+    for (int i = 0; i < 16; ++i) out.codes[i >> 3] |= e2m1_from_float_fast(mul_rn(v[i], mul)) << (4 * (i & 7));
     return out;
   }
-  // The reference steps (quantize_block16), both lanes of the block together.
-  if (smoothed) exact(v);
+  // The reference steps (quantize_block16).
+  if (smoothed) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      v[2 * i] = bf16_to_float(bf16_from_float(mul_rn(f32_from_bits(w[i] << 16), f32_from_bits(pw[i] << 16))));
+      v[2 * i + 1] = bf16_to_float(
+          bf16_from_float(mul_rn(f32_from_bits(w[i] & 0xFFFF0000u), f32_from_bits(pw[i] & 0xFFFF0000u))));
+    }
+  }
   float a = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) a = max_ignore_nan(a, abs_f(v[i]));
-  a = max_ignore_nan(a, __shfl_xor_sync(pair, a, 1));
+  for (int i = 0; i < 16; ++i) a = max_ignore_nan(a, abs_f(v[i]));
   out.scale = e4m3_from_float(mul_rn(gs, div_rn(a, 6.0f)));
   const float sv = e4m3_to_float(out.scale);
-  out.codes = 0u;
   if (sv == 0.0f) return out;
   const float m = div_rn(gs, sv);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) out.codes |= e2m1_from_float(mul_rn(v[i], m)) << (4 * i);
+  for (int i = 0; i < 16; ++i) out.codes[i >> 3] |= e2m1_from_float(mul_rn(v[i], m)) << (4 * (i & 7));
   return out;
 }
+
+// The l2t slot's row of K row k (0..63) of a K tile. The tensor cores take K in any order as long as x and l2t agree:
+// lane (g, t) holds elements 16t..16t+15 of its rows, so k16 step s of a K tile uses K rows 16t' + 4s + {0..3} of
+// the four lanes t' = 0..3, and x's words 2s, 2s + 1 are that step's A fragment. Row k goes to slot row
+// 8 (2s + h) + 2t' + p (k = 16t' + 4s + 2h + p): each 8x8 matrix of B an ldmatrix.trans reads is 8 consecutive rows.
+SVDQ_HD int l2t_slot_row(int k) { return ((((k >> 2) & 3) << 1 | ((k >> 1) & 1)) << 3) + ((k >> 4) << 1) + (k & 1); }
 
 template <int STAGES>
 SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   using C = QuantLoraConfig<STAGES>;
   SVDQ_DYNAMIC_SMEM(smem);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   // Block order: splits fastest, then rank tiles, then row tiles; a split's last CTA (the one that adds the
   // partial sums) has the highest index of its rows, so the CTAs it waits for were scheduled before it.
   const i64 bid = blockIdx.x;
@@ -140,7 +167,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const bool quant = p.xq != nullptr && rk == 0;
   const bool lora = p.l2t != nullptr;
   const int r0 = rk * C::kRankTile;
-  const int rcols = lora ? (p.rank - r0 < C::kRankTile ? p.rank - r0 : C::kRankTile) : 0;  // a multiple of 16
+  const int rcols = lora ? (p.rank - r0 < C::kRankTile ? p.rank - r0 : C::kRankTile) : 0;  // 16 or 32
   const u32 sbase = smem_addr(smem);
 #if !defined(SVDQ_EMU) && __CUDA_ARCH__ >= 900
   // A GEMM launched after this pass by programmatic dependent launch may start now: it reads nothing this pass
@@ -148,180 +175,224 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 
-  // Per-thread loads, set up once and advanced by one K tile per load (the loads run over K tiles kt0, kt0 + 1, ...
-  // in order): the x chunk (row tid / 8, 16-byte chunk tid % 8 of each K tile), the pqs chunk (threads 0-7) and up
-  // to two l2t chunks (row e / per_row, chunk e % per_row for e = tid, tid + 256). A chunk whose first element lies
-  // at offset `off` of its K tile is inside K for the K tiles before tiles_inside(off); past them it is zero-filled.
-  const auto tiles_inside = [&](int off) -> int { return off < p.k ? static_cast<int>((p.k - off + 63) >> 6) : 0; };
-  const int lrow = tid >> 3, lch = tid & 7;
-  const bool x_row_ok = m0 + lrow < p.m;
-  const int x_end = x_row_ok ? tiles_inside(lch * 8) : 0;
-  const u16* x_at = p.x + (x_row_ok ? (m0 + lrow) * p.k + lch * 8 + static_cast<i64>(kt0) * 64 : 0);
-  const u32 x_dst = lrow * 128 + ((lch ^ (lrow & 7)) << 4);
-  const bool p_loader = quant && p.pqs != nullptr && tid < 8;
-  const int p_end = p_loader ? tiles_inside(tid * 8) : 0;
-  const u16* p_at = p_loader ? p.pqs + tid * 8 + static_cast<i64>(kt0) * 64 : p.x;
+  // This lane's two rows (g and g + 8 of its warp's 16) and its block of each K tile (elements 16t..16t+15).
+  const i64 mA = m0 + warp * 16 + g, mB = mA + 8;
+  const bool a_ok = mA < p.m, b_ok = mB < p.m;
+  const int blk_end = 16 * t < p.k ? static_cast<int>((p.k - 16 * t + 63) >> 6) : 0;  // K tiles holding the block
+  const bool smoothed = p.pqs != nullptr;
+  const u16* pq = smoothed ? p.pqs + 16 * t : p.x;
+  // The x ring: each lane copies its own 4 x 16 bytes of a K tile (rows A and B, two halves each; zeros past M and K,
+  // which the tensor cores read too) and reads back only those, so its own cp.async waits order them; 16-byte chunk
+  // j of lane tid at j * kThreads + tid.
+  const u16* xa = p.x + (a_ok ? mA * p.k : 0) + 16 * t + static_cast<i64>(kt0) * 64;
+  const u16* xb = p.x + (b_ok ? mB * p.k : 0) + 16 * t + static_cast<i64>(kt0) * 64;
+  const int xa_end = a_ok ? blk_end : 0, xb_end = b_ok ? blk_end : 0;
+  const u32 x_dst = sbase + tid * 16;
+  int xkt = kt0, xslot = 0;
+  const auto load_x = [&]() {
+    const u32 st = x_dst + xslot * C::kXStage;
+    cp_async_16(st, xkt < xa_end ? xa : p.x, xkt < xa_end ? 16 : 0);
+    cp_async_16(st + C::kThreads * 16, xkt < xa_end ? xa + 8 : p.x, xkt < xa_end ? 16 : 0);
+    cp_async_16(st + C::kThreads * 32, xkt < xb_end ? xb : p.x, xkt < xb_end ? 16 : 0);
+    cp_async_16(st + C::kThreads * 48, xkt < xb_end ? xb + 8 : p.x, xkt < xb_end ? 16 : 0);
+    xa += 64;
+    xb += 64;
+    ++xkt;
+    xslot = xslot + 1 == STAGES ? 0 : xslot + 1;
+  };
+
+  // The l2t ring (lora): K tile lkt into slot lslot, rows in l2t_slot_row order, up to two 16-byte chunks per thread.
   const int per_row = rcols / 8, l_n = lora ? (64 * per_row - tid + C::kThreads - 1) / C::kThreads : 0;
   int l_end[2] = {0, 0};
   u32 l_dst[2] = {0, 0};
   const u16* l_at[2] = {p.x, p.x};
   for (int i = 0; i < l_n && i < 2; ++i) {
     const int e = tid + i * C::kThreads, row = e / per_row, ch = e - row * per_row;
-    l_end[i] = tiles_inside(row);
-    l_dst[i] = C::kXBytes + C::kPqsBytes + row * C::kL2tStride + ch * 16;
+    l_end[i] = row < p.k ? static_cast<int>((p.k - row + 63) >> 6) : 0;
+    l_dst[i] = l2t_slot_row(row) * C::kL2tStride + ch * 16;
     l_at[i] = p.l2t + (static_cast<i64>(kt0) * 64 + row) * p.rank + r0 + ch * 8;
   }
   const i64 l_step = 64 * static_cast<i64>(p.rank);
-  int lkt = kt0, lslot = 0;  // the next load: K tile lkt into slot lslot
-  const auto load_next = [&]() {
-    const u32 st = sbase + lslot * C::kStage;
-    cp_async_16(st + x_dst, lkt < x_end ? x_at : p.x, lkt < x_end ? 16 : 0);
-    if (p_loader) cp_async_16(st + C::kXBytes + tid * 16, lkt < p_end ? p_at : p.x, lkt < p_end ? 16 : 0);
+  int lkt = kt0, lslot = 0;
+  const auto load_l2t = [&]() {
+    const u32 st = sbase + C::kL2tAt + lslot * C::kStage;
     if (l_n > 0) cp_async_16(st + l_dst[0], lkt < l_end[0] ? l_at[0] : p.x, lkt < l_end[0] ? 16 : 0);
     if (l_n > 1) cp_async_16(st + l_dst[1], lkt < l_end[1] ? l_at[1] : p.x, lkt < l_end[1] ? 16 : 0);
-    x_at += 64;
-    p_at += 64;
     l_at[0] += l_step;
     l_at[1] += l_step;
     ++lkt;
     lslot = lslot + 1 == STAGES ? 0 : lslot + 1;
   };
-
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (lkt < kt1) load_next();
+    if (xkt < kt1) {
+      load_x();
+      if (lora) load_l2t();
+    }
     cp_async_commit();
   }
 
-  // mma: warp w takes rows 16 (w & 1).. and the n8 tiles (w >> 1) + 4i of the rank tile (those below rcols / 8).
-  const int mi = warp & 1, nq = warp >> 1, t8 = rcols / 8;
-  const bool n_ok[2] = {nq < t8, nq + 4 < t8};
-  // This lane's ldmatrix addresses inside a slot: the A rows (x, 128-byte swizzled rows) of each k16 step, and the
-  // l2t rows of k16 step 0 (a k16 step is 16 rows further).
-  u32 a_off[4];
-#pragma unroll
-  for (int k16 = 0; k16 < 4; ++k16) {
-    const int arow = mi * 16 + (lane & 15), ach = k16 * 2 + (lane >> 4);
-    a_off[k16] = arow * 128 + ((ach ^ (arow & 7)) << 4);
-  }
-  const u32 b_off = C::kXBytes + C::kPqsBytes + (lane & 15) * C::kL2tStride + nq * 16;
-  float acc[2][4], tot[2][4];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[i][e] = tot[i][e] = 0.0f;
-  const i64 m_pad = p.row_tiles * C::kRows;
   const float gs = quant ? *p.global_scale : 0.0f;
-  float* inv_scale = reinterpret_cast<float*>(smem + STAGES * C::kStage);
-  if (quant && tid < 128) inv_scale[tid] = div_rn(gs, e4m3_to_float(static_cast<u32>(tid)));  // read after a barrier
-  // The thread's half block: row tid / 8, K elements 8 (tid % 8).. of each K tile (block (tid % 8) / 2); its output
-  // addresses at K tile 0, computed once (a K tile adds 32 code bytes, 512 swizzled scale bytes, 64 FP16 values).
-  const int qrow = tid >> 3, qch = tid & 7;
-  const i64 qm = m0 + qrow;
-  const bool q_row_ok = qm < p.m;
-  const int q_end = tiles_inside(qch * 8);  // K tiles where this half block lies inside K
-  const bool smoothed = p.pqs != nullptr, swizzled = p.swizzled != 0, a16_pairs = p.a16_pairs != 0;
-  const bool write_a16 = p.a16 != nullptr;
-  const i64 row_group = (p.sf_cols / 4) * 512;  // swizzled: bytes per 128 rows
-  u8* const xq_at = q_row_ok && quant ? p.xq + qm * (p.k / 2) + qch * 4 : nullptr;
-  // Swizzled: lane qch == 0 of each row writes the row's scale word (rows up to the padded row count).
-  const bool sf_word_writer = quant && swizzled && qch == 0 && qm < p.sf_rows;
-  u8* const sf_word_at = quant && swizzled ? p.sf + (qm / 128) * row_group + (qm % 32) * 16 + ((qm % 128) / 32) * 4 : nullptr;
-  u8* const sf_lin_at = quant && !swizzled && q_row_ok && (qch & 1) == 0 ? p.sf + qm * p.sf_cols + qch / 2 : nullptr;
-  u16* const a16_at = q_row_ok && write_a16 ? p.a16 + qm * p.k + qch * 8 : nullptr;
-  // The last row tile also writes the zero words of the padding rows past it (M < rows < 128 ceil(M / 128)).
-  const bool pad_rows = quant && swizzled && rt + 1 == p.row_tiles && (rt + 1) * C::kRows < p.sf_rows;
-  int chunk_left = p.chunk_tiles;  // K tiles left in the current chunk (kt0 starts a chunk)
-  int chunk = c0;
-  int slot = 0;
+  float* inv_scale = reinterpret_cast<float*>(smem + C::kTableAt);
+  if (quant) inv_scale[tid] = div_rn(gs, e4m3_to_float(static_cast<u32>(tid)));  // kThreads = 128 codes
+  __syncthreads();
 
-  for (int kt = kt0; kt < kt1; ++kt) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    if (lkt < kt1) load_next();  // K tile kt + STAGES - 1, into the slot K tile kt - 1 used
-    cp_async_commit();
-    const u32 st = sbase + slot * C::kStage;
-    if (quant) {
-      const unsigned char* stage = smem + slot * C::kStage;
-      const uint4 xw = *reinterpret_cast<const uint4*>(stage + qrow * 128 + ((qch ^ (qrow & 7)) << 4));
-      u32 w[4] = {xw.x, xw.y, xw.z, xw.w};
-      uint4 pw = make_uint4(0u, 0u, 0u, 0u);
-      if (smoothed) {  // x * pqs rounded to BF16 first, as quantizing the pre-smoothed tensor
-        pw = *reinterpret_cast<const uint4*>(stage + C::kXBytes + qch * 16);
-        w[0] = fma_bf16x2(w[0], pw.x, 0x80008000u);  // (-0 addend: a zero product keeps its sign)
-        w[1] = fma_bf16x2(w[1], pw.y, 0x80008000u);
-        w[2] = fma_bf16x2(w[2], pw.z, 0x80008000u);
-        w[3] = fma_bf16x2(w[3], pw.w, 0x80008000u);
-      }
-      float v[8];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        v[2 * i] = f32_from_bits(w[i] << 16);
-        v[2 * i + 1] = f32_from_bits(w[i] & 0xFFFF0000u);
-      }
-      const HalfBlock b = quantize_half_block(v, gs, inv_scale, smoothed, [&](float* e) {
-        const u32 xs[4] = {xw.x, xw.y, xw.z, xw.w}, ps[4] = {pw.x, pw.y, pw.z, pw.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          e[2 * i] = bf16_to_float(bf16_from_float(mul_rn(f32_from_bits(xs[i] << 16), f32_from_bits(ps[i] << 16))));
-          e[2 * i + 1] = bf16_to_float(
-              bf16_from_float(mul_rn(f32_from_bits(xs[i] & 0xFFFF0000u), f32_from_bits(ps[i] & 0xFFFF0000u))));
-        }
-      });
-      const bool k_ok = kt < q_end;
-      if (xq_at && k_ok) *reinterpret_cast<u32*>(xq_at + static_cast<i64>(kt) * 32) = b.codes;
-      if (write_a16) {  // the GEMM's FP16 copy of this word (every lane: the PAIRS order trades halves)
-        u32 h[4];
-        if (a16_pairs)
-          dequant8_f16_copy_word<true>(b.codes, b.scale, (qch & 1) != 0, h);
-        else
-          dequant8_f16_copy_word<false>(b.codes, b.scale, (qch & 1) != 0, h);
-        if (a16_at && k_ok) *reinterpret_cast<uint4*>(a16_at + static_cast<i64>(kt) * 64) = make_uint4(h[0], h[1], h[2], h[3]);
-      }
-      if (swizzled) {
-        // The 4 scales of a row in one K tile are one aligned word of the 128x4 layout.
-        const u32 s1 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 2), s2 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 4),
-                  s3 = __shfl_down_sync(0xFFFFFFFFu, b.scale, 6);
-        const i64 word = static_cast<i64>(kt) * 512;
-        if (sf_word_writer) *reinterpret_cast<u32*>(sf_word_at + word) = b.scale | (s1 << 8) | (s2 << 16) | (s3 << 24);
-        if (pad_rows)
-          for (i64 r = (rt + 1) * C::kRows + tid; r < p.sf_rows; r += C::kThreads)
-            *reinterpret_cast<u32*>(p.sf + (r / 128) * row_group + word + (r % 32) * 16 + ((r % 128) / 32) * 4) = 0u;
-      } else if (sf_lin_at && k_ok) {
-        sf_lin_at[static_cast<i64>(kt) * 4] = static_cast<u8>(b.scale);
+  // Outputs at K tile 0 (a K tile adds 32 code bytes, 4 scale bytes (512 swizzled), 64 FP16 values).
+  const bool swizzled = p.swizzled != 0, a16_pairs = p.a16_pairs != 0;
+  const i64 row_group = (p.sf_cols / 4) * 512;  // swizzled: bytes per 128 rows
+  const auto sf_at = [&](i64 m, bool ok) -> u8* {
+    if (!quant) return nullptr;
+    if (swizzled) return m < p.sf_rows ? p.sf + (m / 128) * row_group + (m % 32) * 16 + ((m % 128) / 32) * 4 + t : nullptr;
+    return ok ? p.sf + m * p.sf_cols + t : nullptr;
+  };
+  u8* const sf_a = sf_at(mA, a_ok);
+  u8* const sf_b = sf_at(mB, b_ok);
+  const i64 sf_step = swizzled ? 512 : 4;
+  u8* const xq_a = quant && a_ok ? p.xq + mA * (p.k / 2) + 8 * t : nullptr;
+  u8* const xq_b = quant && b_ok ? p.xq + mB * (p.k / 2) + 8 * t : nullptr;
+  u16* const h_a = quant && a_ok && p.a16 ? p.a16 + mA * p.k + 16 * t : nullptr;
+  u16* const h_b = quant && b_ok && p.a16 ? p.a16 + mB * p.k + 16 * t : nullptr;
+  // The last row tile also writes the zero words of the padding rows past it (rows up to 128 ceil(M / 128)).
+  const bool pad_rows = quant && swizzled && rt + 1 == p.row_tiles && (rt + 1) * C::kRows < p.sf_rows;
+  // Stores one block's outputs for K tile kt (scale always where the layout has a byte; codes inside K and M).
+  const auto store_block = [&](const Block16& b, int kt, u8* sf, u8* xq, u16* h) {
+    const i64 skt = static_cast<i64>(kt);
+    const bool in = kt < blk_end;
+    if (sf && (swizzled || in)) sf[skt * sf_step] = static_cast<u8>(b.scale);
+    if (!in) return;
+    if (xq) *reinterpret_cast<uint2*>(xq + skt * 32) = make_uint2(b.codes[0], b.codes[1]);
+    if (h) {
+      const u32 sc2 = half2_lo_lo(scale2_half2_x128(b.scale));
+      u32 lo[4], hi[4];
+      dequant8_f16(b.codes[0], sc2, lo);
+      dequant8_f16(b.codes[1], sc2, hi);
+      uint4* dst = reinterpret_cast<uint4*>(h + skt * 64);
+      if (a16_pairs) {  // the pairs K order: w0 p0 p1, w1 p0 p1, w0 p2 p3, w1 p2 p3
+        dst[0] = make_uint4(lo[0], lo[1], hi[0], hi[1]);
+        dst[1] = make_uint4(lo[2], lo[3], hi[2], hi[3]);
+      } else {
+        dst[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        dst[1] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
       }
     }
+  };
+
+  // d: this warp's 16 rows x rcols, as n8 tiles in pairs (one ldmatrix.x4.trans per pair and k16 step). The chain of
+  // a chunk runs in `acc`; a group of chunks adds its chunks' sums in `gacc`, d adds the groups' sums in `tot` (both
+  // in shared memory, lane-major: touched once per chunk).
+  constexpr int kNt = C::kRankTile / 8;
+  const int pairs = rcols / 16;
+  float acc[kNt][4];
+  float* const gacc = reinterpret_cast<float*>(smem + C::kSumAt) + tid;  // [kNt * 4][kThreads] from here
+  float* const tot = gacc + kNt * 4 * C::kThreads;
+#pragma unroll
+  for (int i = 0; i < kNt; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      acc[i][e] = 0.0f;
+      if (lora) gacc[(i * 4 + e) * C::kThreads] = tot[(i * 4 + e) * C::kThreads] = 0.0f;
+    }
+  // ldmatrix.x4.trans: lane L gives row L % 8 of matrix L / 8 = (k16 step's half h = (L / 8) & 1, n8 tile L / 16).
+  const u32 b_off = (((lane >> 3) & 1) * 8 + (lane & 7)) * C::kL2tStride + (lane >> 4) * 16;
+  const i64 m_pad = p.row_tiles * C::kRows;
+  const int gch = p.group_chunks;
+  // Split launches store partial sums per chunk (fine: a CTA's range lies inside one group) or per group: slots of
+  // m_pad x r floats, one per chunk or per group.
+  const bool fine = p.splits > 1 && p.chunks_per_split < gch;
+  // v[i][e]: this lane's sum e of n8 tile i.
+  const auto store_partial = [&](int slot_chunk, const float (*v)[4]) {
+    const i64 m = m0 + warp * 16 + g;
+#pragma unroll
+    for (int i = 0; i < kNt; ++i) {
+      if (i / 2 >= pairs) break;
+      float* dst = p.part + (slot_chunk * m_pad + m) * p.rank + r0 + i * 8 + 2 * t;
+      *reinterpret_cast<float2*>(dst) = make_float2(v[i][0], v[i][1]);
+      *reinterpret_cast<float2*>(dst + 8 * p.rank) = make_float2(v[i][2], v[i][3]);
+    }
+  };
+
+  int chunk = c0, chunk_left = p.chunk_tiles, slot = 0;
+  for (int kt = kt0; kt < kt1; ++kt) {
+    cp_async_wait<STAGES - 2>();
+    if (lora) __syncthreads();  // the l2t slot of K tile kt is in, and every warp is done with the one refilled next
+    if (xkt < kt1) {            // K tile kt + STAGES - 1, into the slots K tile kt - 1 used
+      load_x();
+      if (lora) load_l2t();
+    }
+    cp_async_commit();
+    const unsigned char* xs = smem + slot * C::kXStage + tid * 16;
+    const uint4 xw[4] = {*reinterpret_cast<const uint4*>(xs), *reinterpret_cast<const uint4*>(xs + C::kThreads * 16),
+                         *reinterpret_cast<const uint4*>(xs + C::kThreads * 32),
+                         *reinterpret_cast<const uint4*>(xs + C::kThreads * 48)};
+    if (quant) {
+      uint4 q0 = make_uint4(0u, 0u, 0u, 0u), q1 = q0;
+      if (smoothed && kt < blk_end) {
+        q0 = *reinterpret_cast<const uint4*>(pq + static_cast<i64>(kt) * 64);
+        q1 = *reinterpret_cast<const uint4*>(pq + static_cast<i64>(kt) * 64 + 8);
+      }
+      const u32 wa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
+      const u32 wb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
+      const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+      store_block(quantize_block16(wa, pw, smoothed, gs, inv_scale), kt, sf_a, xq_a, h_a);
+      store_block(quantize_block16(wb, pw, smoothed, gs, inv_scale), kt, sf_b, xq_b, h_b);
+      if (pad_rows)
+        for (i64 r = (rt + 1) * C::kRows + tid; r < p.sf_rows; r += C::kThreads)
+          *reinterpret_cast<u32*>(p.sf + (r / 128) * row_group + static_cast<i64>(kt) * 512 + (r % 32) * 16 +
+                                  ((r % 128) / 32) * 4) = 0u;
+    }
     if (lora) {
+      const u32 st = sbase + C::kL2tAt + slot * C::kStage + b_off;
+      const u32 xwa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
+      const u32 xwb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
 #pragma unroll
-      for (int k16 = 0; k16 < 4; ++k16) {
-        u32 a[4];
-        ldmatrix_x4(st + a_off[k16], a[0], a[1], a[2], a[3]);
+      for (int s = 0; s < 4; ++s) {
+        const u32 a[4] = {xwa[2 * s], xwb[2 * s], xwa[2 * s + 1], xwb[2 * s + 1]};
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          if (!n_ok[i]) continue;
-          u32 b0, b1;
-          ldmatrix_x2_trans(st + b_off + k16 * 16 * C::kL2tStride + i * 64, b0, b1);
-          mma_bf16_16816(acc[i], a, b0, b1);
+        for (int np = 0; np < kNt / 2; ++np) {
+          if (np >= pairs) break;
+          u32 b0, b1, b2, b3;
+          ldmatrix_x4_trans(st + s * 16 * C::kL2tStride + np * 32, b0, b1, b2, b3);
+          mma_bf16_16816(acc[2 * np], a, b0, b1);
+          mma_bf16_16816(acc[2 * np + 1], a, b2, b3);
         }
       }
       if (--chunk_left == 0 || kt + 1 == kt1) {  // the end of a chunk
-        if (p.splits == 1) {
-#pragma unroll
-          for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) tot[i][e] = __fadd_rn(tot[i][e], acc[i][e]);
+        const bool group_end = (chunk + 1) % gch == 0 || chunk + 1 == p.chunks || kt + 1 == kt1;
+        if (fine) {
+          store_partial(chunk, acc);
         } else {
-          const i64 m = m0 + mi * 16 + (lane >> 2);
 #pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            if (!n_ok[i]) continue;
-            float* dst = p.part + (chunk * m_pad + m) * p.rank + r0 + (nq + 4 * i) * 8 + 2 * (lane & 3);
-            *reinterpret_cast<float2*>(dst) = make_float2(acc[i][0], acc[i][1]);
-            *reinterpret_cast<float2*>(dst + 8 * p.rank) = make_float2(acc[i][2], acc[i][3]);
+          for (int i = 0; i < kNt; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              float& gs_ie = gacc[(i * 4 + e) * C::kThreads];
+              gs_ie = __fadd_rn(gs_ie, acc[i][e]);
+            }
+          if (group_end) {
+            if (p.splits > 1) {  // the group's sum, in the group's slot
+              float sums[kNt][4];
+#pragma unroll
+              for (int i = 0; i < kNt; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) sums[i][e] = gacc[(i * 4 + e) * C::kThreads];
+              store_partial(chunk / gch, sums);
+            } else {
+#pragma unroll
+              for (int i = 0; i < kNt; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  float& d_ie = tot[(i * 4 + e) * C::kThreads];
+                  d_ie = __fadd_rn(d_ie, gacc[(i * 4 + e) * C::kThreads]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < kNt; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) gacc[(i * 4 + e) * C::kThreads] = 0.0f;
           }
         }
 #pragma unroll
-        for (int i = 0; i < 2; ++i)
+        for (int i = 0; i < kNt; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
         chunk_left = p.chunk_tiles;
@@ -330,27 +401,28 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     }
     slot = slot + 1 == STAGES ? 0 : slot + 1;
   }
-  cp_async_wait<0>();
   if (!lora) return;
+  cp_async_wait<0>();
 
   if (p.splits == 1) {
-    const i64 m = m0 + mi * 16 + (lane >> 2);
+    const i64 m = m0 + warp * 16 + g;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int nt = nq + 4 * i;
-      if (nt >= t8) break;
-      const i64 col = r0 + nt * 8 + 2 * (lane & 3);
+    for (int i = 0; i < kNt; ++i) {
+      if (i / 2 >= pairs) break;
+      const i64 col = r0 + i * 8 + 2 * t;
+      const float* v = tot + i * 4 * C::kThreads;
       if (m < p.m)
-        *reinterpret_cast<u32*>(p.d + m * p.rank + col) = bf16_from_float(tot[i][0]) | (bf16_from_float(tot[i][1]) << 16);
+        *reinterpret_cast<u32*>(p.d + m * p.rank + col) =
+            bf16_from_float(v[0]) | (bf16_from_float(v[C::kThreads]) << 16);
       if (m + 8 < p.m)
         *reinterpret_cast<u32*>(p.d + (m + 8) * p.rank + col) =
-            bf16_from_float(tot[i][2]) | (bf16_from_float(tot[i][3]) << 16);
+            bf16_from_float(v[2 * C::kThreads]) | (bf16_from_float(v[3 * C::kThreads]) << 16);
     }
     return;
   }
 
-  // Split: publish this CTA's partial sums; the last CTA of the rows waits for the others and adds every chunk's
-  // partial sums in chunk order.
+  // Split: publish this CTA's partial sums; the last CTA of the rows waits for the others and adds them: per group
+  // the chunks' sums in order (fine) or the group's sum, then the groups in order.
   __threadfence();
   __syncthreads();
   u64* flags = p.flags + unit * p.splits;
@@ -370,8 +442,18 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     const int row = e / rcols, col = e - row * rcols;
     const i64 m = m0 + row;
     if (m >= p.m) continue;
-    float sum = 0.0f;
-    for (int c = 0; c < p.chunks; ++c) sum = __fadd_rn(sum, __ldcg(p.part + (c * m_pad + m) * p.rank + r0 + col));
+    const float* at = p.part + m * p.rank + r0 + col;
+    const i64 cstep = m_pad * p.rank;
+    float sum = 0.0f;  // the same additions as the registers of an unsplit CTA
+    for (int c = 0; c < p.chunks; c += gch) {
+      if (fine) {
+        float gsum = 0.0f;
+        for (int j = c; j < c + gch && j < p.chunks; ++j) gsum = __fadd_rn(gsum, __ldcg(at + j * cstep));
+        sum = __fadd_rn(sum, gsum);
+      } else {
+        sum = __fadd_rn(sum, __ldcg(at + (c / gch) * cstep));
+      }
+    }
     p.d[m * p.rank + r0 + col] = static_cast<u16>(bf16_from_float(sum));
   }
 }

@@ -1,5 +1,6 @@
 #include "programs/launch.hpp"
 
+#include <algorithm>
 #include <atomic>
 
 #include "common/checked.hpp"
@@ -19,11 +20,12 @@ int64_t launch_count() { return g_launches.load(); }
 namespace programs {
 
 void launch_kernel(const registry::Build& b, const jit::DeviceTarget& dev, unsigned gx, unsigned gy, Stream stream,
-                   void* params, bool programmatic) {
+                   void* params, bool programmatic, int64_t smem_bytes) {
   const jit::LoadedKernel& k = jit::get_kernel(b, dev);
   void* args[] = {params};
   ++detail::g_launches;
-  jit::launch(k, gx, gy, 1, static_cast<unsigned>(b.threads), static_cast<unsigned>(b.smem_bytes),
+  jit::launch(k, gx, gy, 1, static_cast<unsigned>(b.threads),
+              static_cast<unsigned>(smem_bytes < 0 ? b.smem_bytes : std::min(smem_bytes, b.smem_bytes)),
               reinterpret_cast<CUstream>(stream), args, programmatic);
 }
 

@@ -12,8 +12,9 @@
 
 namespace svdq::programs {
 
+// smem_bytes < 0: the build's dynamic shared memory; else that many bytes (a launch that leaves part of it unused).
 void launch_kernel(const registry::Build& b, const jit::DeviceTarget& dev, unsigned gx, unsigned gy, Stream stream,
-                   void* params, bool programmatic = false);
+                   void* params, bool programmatic = false, int64_t smem_bytes = -1);
 
 // Stream-ordered scratch for the launches of one call: taken before them, its release queued behind them by
 // release() (whose failure is an error like any other), or by the destructor when something threw on the way.

@@ -21,6 +21,7 @@ svdq_k::QuantLoraParams quant_lora_params(const QuantLoraPlan& plan, int64_t m, 
   p.splits = plan.splits;
   p.chunk_tiles = plan.chunk_tiles;
   p.chunks = plan.chunks;
+  p.group_chunks = plan.group_chunks;
   p.chunks_per_split = plan.chunks_per_split;
   return p;
 }
@@ -34,29 +35,41 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
   const int ktiles = static_cast<int>(ktiles64);
   p.chunk_tiles = (ktiles + kQuantLoraMaxChunks - 1) / kQuantLoraMaxChunks;
   p.chunks = (ktiles + p.chunk_tiles - 1) / p.chunk_tiles;
+  p.group_chunks = (p.chunks + kQuantLoraMaxGroups - 1) / kQuantLoraMaxGroups;
   p.chunks_per_split = p.chunks;
+  const int groups = (p.chunks + p.group_chunks - 1) / p.group_chunks;
   if (rank > 0) {
     p.rank_tiles = static_cast<int>((rank + kQuantLoraRankTile - 1) / kQuantLoraRankTile);
     const int64_t units = checked::mul(p.row_tiles, p.rank_tiles, "quantize units");
-    // Split only where the tiles would leave more than a quarter of the SMs idle: the partial sums add
-    // chunks x r x 4 bytes per row of traffic, cheap for small M, not at M where the tiles fill the GPU.
+    // Split only where the tiles would leave more than a quarter of the SMs idle. Whole groups per CTA where that
+    // gives every SM a CTA (partial sums: groups x r x 4 bytes per row); else parts of groups (chunks x r x 4).
     if (4 * units < 3 * int64_t(sm_count)) {
       const int64_t want = (2 * int64_t(sm_count) + units - 1) / units;
-      const int splits = static_cast<int>(std::min<int64_t>(want, p.chunks));
-      p.chunks_per_split = (p.chunks + splits - 1) / splits;
+      if (want <= groups || units * groups >= sm_count) {
+        const int per = static_cast<int>((groups + std::min<int64_t>(want, groups) - 1) / std::min<int64_t>(want, groups));
+        p.chunks_per_split = per * p.group_chunks;
+      } else {
+        p.chunks_per_split = 1;
+        for (int d = p.group_chunks; d > 1; --d)
+          if (p.group_chunks % d == 0 && (p.chunks + d - 1) / d >= want) {
+            p.chunks_per_split = d;
+            break;
+          }
+      }
       p.splits = (p.chunks + p.chunks_per_split - 1) / p.chunks_per_split;
     }
     if (p.splits > 1) {
-      p.part_bytes = checked::mul(checked::mul(p.chunks, checked::mul(p.row_tiles, kQuantLoraRows, "partial rows"), "partials"),
+      const int slots = p.chunks_per_split < p.group_chunks ? p.chunks : groups;  // per chunk or per group
+      p.part_bytes = checked::mul(checked::mul(slots, checked::mul(p.row_tiles, kQuantLoraRows, "partial rows"), "partials"),
                                   checked::mul(rank, 4, "partial row bytes"), "partial sums bytes");
       p.flag_bytes = checked::mul(checked::mul(units, p.splits, "split flags"), 8, "split flags bytes");
     }
     p.grid = checked::mul(units, p.splits, "quantize grid");
   } else {
-    // Quantization alone: K ranges need no reduction, so short row counts are cut along K until about four CTAs
+    // Quantization alone: K ranges need no reduction, so short row counts are cut along K until about eight CTAs
     // per SM run (a partial last wave of few, long CTAs would leave most SMs idle at its end).
-    if (p.row_tiles < 4 * int64_t(sm_count)) {
-      const int64_t want = (4 * int64_t(sm_count) + p.row_tiles - 1) / p.row_tiles;
+    if (p.row_tiles < 8 * int64_t(sm_count)) {
+      const int64_t want = (8 * int64_t(sm_count) + p.row_tiles - 1) / p.row_tiles;
       const int splits = static_cast<int>(std::min<int64_t>(want, p.chunks));
       p.chunks_per_split = (p.chunks + splits - 1) / splits;
       p.splits = (p.chunks + p.chunks_per_split - 1) / p.chunks_per_split;
@@ -65,6 +78,10 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
   }
   return p;
 }
+int64_t quant_lora_smem(const registry::Build& build, bool with_d) {
+  return with_d ? build.smem_bytes : int64_t(build.stages) * 128 * 64 + 128 * 4;
+}
+
 void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const registry::Build& build,
                        const QuantLoraArgs& a, Stream stream, std::optional<Scratch>* keep) {
   const int64_t rank = a.l2t ? a.rank : 0;
@@ -81,8 +98,8 @@ void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const regis
   p.a16 = static_cast<svdq_k::u16*>(a.a16);
   p.a16_pairs = a.a16_pairs ? 1 : 0;
   jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated
-  if (plan.splits == 1) {
-    launch_kernel(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p);
+  if (plan.splits == 1 || rank == 0) {  // (quantization alone needs no partial sums at any split)
+    launch_kernel(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p, false, quant_lora_smem(build, rank > 0));
     return;
   }
   // Split K: the CTAs' FP32 partial sums and their flags in stream-ordered scratch.

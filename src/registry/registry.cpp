@@ -155,11 +155,11 @@ Build decode(int mt, int jt, int warps, int stages) {
 
 // Mirrors QuantLoraConfig in kernels/quantize/smxx_quant_lora.cuh (the rendered unit static_asserts the size).
 Build quant_lora(int stages) {
-  Build b = simple(Program::QuantLora, 256);
-  b.bm = 32;
-  b.bn = 64;  // rank columns per CTA
+  Build b = simple(Program::QuantLora, 128);
+  b.bm = 64;
+  b.bn = 32;  // rank columns per CTA
   b.stages = stages;
-  b.smem_bytes = int64_t(stages) * (32 * 128 + 128 + 64 * 144) + 128 * 4;
+  b.smem_bytes = int64_t(stages) * (128 * 64 + 64 * 80) + 128 * 4 + 128 * 2 * 16 * 4;
   return b;
 }
 
@@ -181,7 +181,7 @@ const std::vector<std::string>& retired() {
       "sm90_ws16_bn256_s8_b5_lean_pers_pairs", "sm90_ws16_bn256_s8_b5_lean_pers_split_pairs",
       "sm90_ws16_bn256_s6_b5_lean_pers_pairs_d2", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2",
       "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean",
-      "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean"};
+      "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean", "smxx_quant_lora_s8", "smxx_quant_lora_s4"};
   return ids;
 }
 
@@ -223,8 +223,7 @@ std::vector<Build> make_builds() {
       gemm(128, 4, 1),
       gemm(64, 4, 1),
       gemm(64, 6, 2),
-      quant_lora(4),
-      quant_lora(8),
+      quant_lora(3),
       dequant_fp16(256, 2),
       dequant_fp16(256, 2, true),
       // Small M on FP16 A: B into RS fragments beyond one wave, into two FP16 tiles (SS) within one (136-row tiles).
@@ -476,7 +475,8 @@ std::string render(const Build& b) {
       os << "#include \"quantize/smxx_quant_lora.cuh\"\n"
          << "static_assert(svdq_k::QuantLoraConfig<" << b.stages << ">::kSmem == " << b.smem_bytes
          << ", \"registry smem_bytes differs from the kernel's\");\n"
-         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
+         // Four CTAs (16 warps) per SM: registers capped at 128.
+         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 4) " << b.kernel_name
          << "(const svdq_k::QuantLoraParams p) {\n  svdq_k::smxx_quant_lora<" << b.stages << ">(p);\n}\n";
       break;
     case Program::Sm90Ws: {

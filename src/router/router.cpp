@@ -132,11 +132,8 @@ int raster_group(const jit::DeviceTarget& dev, const MmShape& s, const registry:
   return heuristic_raster(dev.sm_count, s, b);
 }
 
-const registry::Build& select_quant_lora(const jit::DeviceTarget& dev) {
-  const registry::Build& deep = registry::build_by_id("smxx_quant_lora_s8");
-  return deep.smem_bytes <= dev.smem_optin && deep.smem_bytes + 1024 <= dev.smem_per_sm
-             ? deep
-             : registry::build_by_id("smxx_quant_lora_s4");
+const registry::Build& select_quant_lora(const jit::DeviceTarget&) {
+  return registry::build_by_id("smxx_quant_lora_s3");  // 56 KB of shared memory: fits every sm_80+ device
 }
 
 const registry::Build& select_dequant_fp16(const jit::DeviceTarget&, const registry::Build& gemm) {

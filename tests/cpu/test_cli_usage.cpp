@@ -42,7 +42,7 @@ TEST(CliUsage, TuneRejectsUnknownAndNonGemmBuilds) {
   EXPECT_EQ(r.code, 64) << r.out;
   EXPECT_NE(r.out.find("no_such_build"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--builds"), std::string::npos) << r.out;
-  r = run_cli("tune --out " + out.string() + " --builds smxx_quant_lora_s4");
+  r = run_cli("tune --out " + out.string() + " --builds smxx_quant_lora_s3");
   EXPECT_EQ(r.code, 64) << r.out;
   EXPECT_NE(r.out.find("not a GEMM build"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(out));
@@ -137,7 +137,7 @@ TEST(CliInfo, ListsTheBuildsAndWhyAnUnroutedOneIsKept) {
   const CliResult r = run_cli("info");
   if (r.code == 2) {
     EXPECT_NE(r.out.find("no CUDA device"), std::string::npos) << r.out;
-    for (const char* id : {"sm80_gemm_m128_s4_t1", "sm90_ws_n256_s6_b4_pairs_pers_sk", "smxx_quant_lora_s8",
+    for (const char* id : {"sm80_gemm_m128_s4_t1", "sm90_ws_n256_s6_b4_pairs_pers_sk", "smxx_quant_lora_s3",
                            "smxx_dequant_fp16_pairs", "smxx_decode_m16_j1_w4_s8"})
       EXPECT_NE(r.out.find(id), std::string::npos) << id << "\n" << r.out;
   } else {

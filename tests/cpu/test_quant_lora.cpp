@@ -61,13 +61,14 @@ TEST(QuantLoraCodec, DivideBySixIsCorrectlyRoundedForEveryBf16) {
 }
 
 TEST(QuantLoraPlan, QuantizationAloneCutsKOnlyForShortRowCounts) {
-  auto p = svdq::programs::plan_quant_lora(4096, 3072, 0, 132);  // 128 row tiles: about 4 CTAs per SM
-  EXPECT_EQ(p.row_tiles, 128);
+  auto p = svdq::programs::plan_quant_lora(4096, 3072, 0, 132);  // 64 row tiles: about eight CTAs per SM
+  EXPECT_EQ(p.row_tiles, 64);
   EXPECT_GT(p.splits, 1);
+  EXPECT_GE(p.grid, 8 * 132 * 3 / 4);
   EXPECT_EQ(p.grid, p.row_tiles * p.splits);
   EXPECT_EQ(p.part_bytes, 0);
   EXPECT_EQ(p.flag_bytes, 0);
-  p = svdq::programs::plan_quant_lora(65536, 3072, 0, 132);  // 2048 row tiles: whole rows
+  p = svdq::programs::plan_quant_lora(131072, 3072, 0, 132);  // 2048 row tiles: whole rows
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.grid, 2048);
   p = svdq::programs::plan_quant_lora(1, 32, 0, 132);  // one K tile: nothing to cut
@@ -75,32 +76,43 @@ TEST(QuantLoraPlan, QuantizationAloneCutsKOnlyForShortRowCounts) {
   EXPECT_EQ(p.grid, 1);
 }
 
-TEST(QuantLoraPlan, ChunksDependOnKAloneAndCoverIt) {
+TEST(QuantLoraPlan, ChunksAndGroupsDependOnKAloneAndCoverIt) {
   for (int64_t k : {32, 64, 96, 3072, 3104, 4096, 12288, 14336, 65536}) {
     const int ktiles = static_cast<int>((k + 63) / 64);
-    int chunk_tiles = -1, chunks = -1;
+    int chunk_tiles = -1, chunks = -1, group_chunks = -1;
     for (int64_t m : {1, 16, 77, 129, 512, 4096, 4608, 100000}) {
       for (int64_t r : {0, 16, 32, 48, 128, 256}) {
-        const auto p = svdq::programs::plan_quant_lora(m, k, r, 132);
-        if (chunk_tiles < 0) {
-          chunk_tiles = p.chunk_tiles;
-          chunks = p.chunks;
-        }
-        EXPECT_EQ(p.chunk_tiles, chunk_tiles) << "k " << k << " m " << m << " r " << r;
-        EXPECT_EQ(p.chunks, chunks);
-        EXPECT_LE(p.chunks, svdq::programs::kQuantLoraMaxChunks);
-        EXPECT_GE(p.chunks * p.chunk_tiles, ktiles);
-        EXPECT_LT((p.chunks - 1) * p.chunk_tiles, ktiles);  // no empty chunk
-        // The splits cover every chunk once, none empty.
-        EXPECT_GE(p.splits * p.chunks_per_split, p.chunks);
-        EXPECT_LT((p.splits - 1) * p.chunks_per_split, p.chunks);
-        EXPECT_EQ(p.rank_tiles, r == 0 ? 1 : (r + 63) / 64);
-        EXPECT_EQ(p.grid, p.row_tiles * p.rank_tiles * p.splits);
-        if (p.splits > 1 && r > 0) {
-          EXPECT_EQ(p.part_bytes, p.chunks * p.row_tiles * 32 * r * 4);
-          EXPECT_EQ(p.flag_bytes, p.row_tiles * p.rank_tiles * p.splits * 8);
-        } else {
-          EXPECT_EQ(p.part_bytes, 0);
+        for (int sms : {132, 78, 16}) {
+          const auto p = svdq::programs::plan_quant_lora(m, k, r, sms);
+          if (chunk_tiles < 0) {
+            chunk_tiles = p.chunk_tiles;
+            chunks = p.chunks;
+            group_chunks = p.group_chunks;
+          }
+          SCOPED_TRACE("k " + std::to_string(k) + " m " + std::to_string(m) + " r " + std::to_string(r) + " SMs " +
+                       std::to_string(sms));
+          EXPECT_EQ(p.chunk_tiles, chunk_tiles);
+          EXPECT_EQ(p.chunks, chunks);
+          EXPECT_EQ(p.group_chunks, group_chunks);
+          EXPECT_LE(p.chunks, svdq::programs::kQuantLoraMaxChunks);
+          EXPECT_LE((p.chunks + p.group_chunks - 1) / p.group_chunks, svdq::programs::kQuantLoraMaxGroups);
+          EXPECT_GE(p.chunks * p.chunk_tiles, ktiles);
+          EXPECT_LT((p.chunks - 1) * p.chunk_tiles, ktiles);  // no empty chunk
+          // The splits cover every chunk once, none empty; with d, a split holds whole groups or part of one.
+          EXPECT_GE(p.splits * p.chunks_per_split, p.chunks);
+          EXPECT_LT((p.splits - 1) * p.chunks_per_split, p.chunks);
+          if (r > 0 && p.splits > 1)
+            EXPECT_TRUE(p.chunks_per_split % p.group_chunks == 0 || p.group_chunks % p.chunks_per_split == 0);
+          EXPECT_EQ(p.rank_tiles, r == 0 ? 1 : (r + 31) / 32);
+          EXPECT_EQ(p.grid, p.row_tiles * p.rank_tiles * p.splits);
+          if (p.splits > 1 && r > 0) {
+            const int groups = (p.chunks + p.group_chunks - 1) / p.group_chunks;
+            const int slots = p.chunks_per_split < p.group_chunks ? p.chunks : groups;
+            EXPECT_EQ(p.part_bytes, slots * p.row_tiles * 64 * r * 4);
+            EXPECT_EQ(p.flag_bytes, p.row_tiles * p.rank_tiles * p.splits * 8);
+          } else {
+            EXPECT_EQ(p.part_bytes, 0);
+          }
         }
       }
     }
@@ -108,21 +120,25 @@ TEST(QuantLoraPlan, ChunksDependOnKAloneAndCoverIt) {
 }
 
 TEST(QuantLoraPlan, SplitsOnlyWhereTheTilesLeaveSmsIdle) {
-  // Decode: one row tile, K split over every chunk.
+  // Decode: one row tile, K split over every chunk (parts of groups).
   auto p = svdq::programs::plan_quant_lora(1, 4096, 32, 132);
   EXPECT_EQ(p.chunks, 16);
+  EXPECT_EQ(p.group_chunks, 4);
   EXPECT_EQ(p.splits, 16);
-  EXPECT_GE(p.grid, 16);
-  // 512 rows: 16 row tiles, split so about two CTAs per SM run.
+  EXPECT_EQ(p.part_bytes, 16 * 64 * 32 * 4);
+  // 512 rows: 8 row tiles, split over chunks so every SM has a CTA.
   p = svdq::programs::plan_quant_lora(512, 12288, 32, 132);
   EXPECT_GT(p.splits, 1);
-  EXPECT_GE(p.grid, 132);
-  // Large M: the row tiles fill the GPU, no partial sums.
+  EXPECT_GE(p.grid, 128);
+  // 4096 rows: 64 row tiles, split by whole groups (partial sums per group only).
   p = svdq::programs::plan_quant_lora(4096, 3072, 32, 132);
-  EXPECT_EQ(p.splits, 1);
-  EXPECT_EQ(p.part_bytes, 0);
+  EXPECT_EQ(p.splits, 4);
+  EXPECT_EQ(p.chunks_per_split, p.group_chunks);
+  EXPECT_EQ(p.part_bytes, 4 * 4096 * 32 * 4);
+  // Large M x rank: the tiles fill the GPU, no partial sums.
   p = svdq::programs::plan_quant_lora(4608, 12288, 128, 132);
   EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.part_bytes, 0);
 }
 
 TEST(QuantLoraPlan, ShapeArithmeticIsChecked) {

@@ -107,7 +107,7 @@ TEST(Registry, IncludedHeadersAreTransitive) {
   for (const char* h : {"portable/sm80_svdq_gemm.cuh", "common/sm80_ptx.cuh", "common/smxx_dequant.cuh",
                         "common/smxx_nvfp4_codec.cuh", "common/smxx_hd.cuh", "common/smxx_params.cuh"})
     EXPECT_NE(std::find(hs.begin(), hs.end(), h), hs.end()) << h;
-  const auto qh = reg::included_headers(reg::build_by_id("smxx_quant_lora_s4"));
+  const auto qh = reg::included_headers(reg::build_by_id("smxx_quant_lora_s3"));
   EXPECT_EQ(std::find(qh.begin(), qh.end(), "portable/sm80_svdq_gemm.cuh"), qh.end());
 }
 

@@ -163,7 +163,7 @@ TEST(RouteTable, RejectsMalformedTablesNamingTheField) {
   EXPECT_NE(expect_parse_error(replace("\"arch\"", "\"arch_\"")).find("'arch'"), std::string::npos);
   EXPECT_NE(expect_parse_error(replace("\"sm90_ws_n128_s8_b6\"", "\"no_such_build\"")).find("no_such_build"),
             std::string::npos);
-  EXPECT_NE(expect_parse_error(replace("\"sm90_ws_n128_s8_b6\"", "\"smxx_quant_lora_s4\"")).find("not a GEMM build"),
+  EXPECT_NE(expect_parse_error(replace("\"sm90_ws_n128_s8_b6\"", "\"smxx_quant_lora_s3\"")).find("not a GEMM build"),
             std::string::npos);
   EXPECT_NE(expect_parse_error(replace("\"m\": 129", "\"m\": 0")).find("'m'"), std::string::npos);
   EXPECT_NE(expect_parse_error(replace("\"m\": 129", "\"m\": \"129\"")).find("'m'"), std::string::npos);

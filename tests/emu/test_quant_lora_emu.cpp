@@ -27,7 +27,7 @@ namespace ref = svdq::reference;
 using svdq_k::QuantLoraConfig;
 using svdq_k::QuantLoraParams;
 
-constexpr int kStages = 4;
+constexpr int kStages = 3;
 
 struct Out {
   std::vector<uint8_t> xq, sf;
@@ -65,7 +65,10 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
   p.epoch = 0x9E3779B97F4A7C15ull;
   p.a16 = a16 >= 0 ? o.a16.data() : nullptr;
   p.a16_pairs = a16 == 1 ? 1 : 0;
-  svdq_emu::launch(static_cast<unsigned>(pl.grid), 256, QuantLoraConfig<kStages>::kSmem,
+  // The shared memory src/programs/quant_lora.cpp launches it with (the x ring and table alone without d).
+  const int64_t smem = svdq::programs::quant_lora_smem(svdq::registry::build_by_id("smxx_quant_lora_s3"), l2t != nullptr);
+  EXPECT_EQ(smem, l2t ? QuantLoraConfig<kStages>::kSmem : QuantLoraConfig<kStages>::kSmemQuantize);
+  svdq_emu::launch(static_cast<unsigned>(pl.grid), QuantLoraConfig<kStages>::kThreads, static_cast<int>(smem),
                    [&] { svdq_k::smxx_quant_lora<kStages>(p); });
   return o;
 }
@@ -148,7 +151,7 @@ TEST_P(QuantLoraEmu, CodesScalesAndDMatchTheReferences) {
 
   // Rows of d (and codes) do not depend on M or on the split: the first rows alone, and plans for other SM counts.
   const Out o = run(x, &pqs, gs, c.m, c.k, &l2t, c.r, true, true, 132);
-  for (int sm : {132, 4, 1000}) {
+  for (int sm : {132, 4, 8, 24, 1000}) {  // no split, splits by whole groups and by parts of groups
     for (int64_t m : {int64_t(1), int64_t(33), c.m}) {
       if (m > c.m) continue;
       const std::vector<uint16_t> xm(x.begin(), x.begin() + m * c.k);
