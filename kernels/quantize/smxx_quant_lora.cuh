@@ -105,9 +105,14 @@ SVDQ_DEV Block16 quantize_block16(const u32* w, const u32* pw, bool smoothed, fl
     v[2 * i] = f32_from_bits(ws[i] << 16);
     v[2 * i + 1] = f32_from_bits(ws[i] & 0xFFFF0000u);
   }
-  float amax = 0.0f;
+  float m8[8];  // |v| max as a tree (max.NaN is associative: any NaN gives NaN)
 #pragma unroll
-  for (int i = 0; i < 16; ++i) amax = max_nan(amax, fabsf(v[i]));
+  for (int i = 0; i < 8; ++i) m8[i] = max_nan(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
+#pragma unroll
+  for (int w = 4; w >= 1; w /= 2)
+#pragma unroll
+    for (int i = 0; i < w; ++i) m8[i] = max_nan(m8[i], m8[i + w]);
+  const float amax = m8[0];
   const bool tiny = smoothed && amax > 0.0f && amax < 3.3881318e-36f;  // 2^-118
   u32 s = 0x7Fu;
   if (amax <= 3.40282347e38f && !tiny) s = e4m3_from_nonneg(mul_rn(gs, div6_bf16(amax)));
@@ -181,25 +186,35 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const int blk_end = 16 * t < p.k ? static_cast<int>((p.k - 16 * t + 63) >> 6) : 0;  // K tiles holding the block
   const bool smoothed = p.pqs != nullptr;
   const u16* pq = smoothed ? p.pqs + 16 * t : p.x;
-  // The x ring: each lane copies its own 4 x 16 bytes of a K tile (rows A and B, two halves each; zeros past M and K,
-  // which the tensor cores read too) and reads back only those, so its own cp.async waits order them; 16-byte chunk
-  // j of lane tid at j * kThreads + tid.
-  const u16* xa = p.x + (a_ok ? mA * p.k : 0) + 16 * t + static_cast<i64>(kt0) * 64;
-  const u16* xb = p.x + (b_ok ? mB * p.k : 0) + 16 * t + static_cast<i64>(kt0) * 64;
-  const int xa_end = a_ok ? blk_end : 0, xb_end = b_ok ? blk_end : 0;
-  const u32 x_dst = sbase + tid * 16;
+  // The x ring: a warp's 16 rows x 128 bytes per K tile, row r at r * 128 with 16-byte chunk c at (c ^ (r & 7)) * 16
+  // (the reads below touch each bank group once per quarter warp). Copy j of lane L: row 4j + L / 8, chunk L % 8, so
+  // each copy instruction reads whole 128-byte row segments; zeros past M and K (the tensor cores read them too).
+  const int crow = lane >> 3, cch = lane & 7;
+  const i64 crow0 = m0 + warp * 16 + crow;  // copy j: row crow0 + 4j
+  const u16* x_at = p.x + crow0 * p.k + cch * 8 + static_cast<i64>(kt0) * 64;
+  const i64 x_jstep = 4 * p.k;
+  u32 x_rows = 0;  // bit j: copy j's row is inside M
+  for (int j = 0; j < 4; ++j) x_rows |= (crow0 + 4 * j < p.m ? 1u : 0u) << j;
+  const int x_end = cch * 8 < p.k ? static_cast<int>((p.k - cch * 8 + 63) >> 6) : 0;  // K tiles holding the chunk
+  // Copy j's destination: + j * 512; rows 4j + crow have r & 7 = crow + 4 (j & 1).
+  const u32 x_dst[2] = {sbase + warp * 2048 + crow * 128 + ((cch ^ crow) << 4),
+                        sbase + warp * 2048 + crow * 128 + ((cch ^ crow ^ 4) << 4)};
   int xkt = kt0, xslot = 0;
   const auto load_x = [&]() {
-    const u32 st = x_dst + xslot * C::kXStage;
-    cp_async_16(st, xkt < xa_end ? xa : p.x, xkt < xa_end ? 16 : 0);
-    cp_async_16(st + C::kThreads * 16, xkt < xa_end ? xa + 8 : p.x, xkt < xa_end ? 16 : 0);
-    cp_async_16(st + C::kThreads * 32, xkt < xb_end ? xb : p.x, xkt < xb_end ? 16 : 0);
-    cp_async_16(st + C::kThreads * 48, xkt < xb_end ? xb + 8 : p.x, xkt < xb_end ? 16 : 0);
-    xa += 64;
-    xb += 64;
+    const u32 st = xslot * C::kXStage;
+    const bool in = xkt < x_end;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const bool ok = in && ((x_rows >> j) & 1u);
+      cp_async_16(x_dst[j & 1] + st + j * 512, ok ? x_at + j * x_jstep : p.x, ok ? 16 : 0);
+    }
+    x_at += 64;
     ++xkt;
     xslot = xslot + 1 == STAGES ? 0 : xslot + 1;
   };
+  // This lane's reads: rows g and g + 8 of its warp, chunks 2t and 2t + 1.
+  const u32 x_rd = warp * 2048 + g * 128;
+  const u32 x_c0 = ((2 * t) ^ (g & 7)) << 4, x_c1 = ((2 * t + 1) ^ (g & 7)) << 4;
 
   // The l2t ring (lora): K tile lkt into slot lslot, rows in l2t_slot_row order, up to two 16-byte chunks per thread.
   const int per_row = rcols / 8, l_n = lora ? (64 * per_row - tid + C::kThreads - 1) / C::kThreads : 0;
@@ -314,16 +329,19 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   int chunk = c0, chunk_left = p.chunk_tiles, slot = 0;
   for (int kt = kt0; kt < kt1; ++kt) {
     cp_async_wait<STAGES - 2>();
-    if (lora) __syncthreads();  // the l2t slot of K tile kt is in, and every warp is done with the one refilled next
+    if (lora)
+      __syncthreads();  // the l2t and x slots of K tile kt are in, and every warp is done with those refilled next
+    else
+      __syncwarp();  // the same for the warp's own x slots
     if (xkt < kt1) {            // K tile kt + STAGES - 1, into the slots K tile kt - 1 used
       load_x();
       if (lora) load_l2t();
     }
     cp_async_commit();
-    const unsigned char* xs = smem + slot * C::kXStage + tid * 16;
-    const uint4 xw[4] = {*reinterpret_cast<const uint4*>(xs), *reinterpret_cast<const uint4*>(xs + C::kThreads * 16),
-                         *reinterpret_cast<const uint4*>(xs + C::kThreads * 32),
-                         *reinterpret_cast<const uint4*>(xs + C::kThreads * 48)};
+    const unsigned char* xs = smem + slot * C::kXStage + x_rd;
+    const uint4 xw[4] = {*reinterpret_cast<const uint4*>(xs + x_c0), *reinterpret_cast<const uint4*>(xs + x_c1),
+                         *reinterpret_cast<const uint4*>(xs + 1024 + x_c0),
+                         *reinterpret_cast<const uint4*>(xs + 1024 + x_c1)};
     if (quant) {
       uint4 q0 = make_uint4(0u, 0u, 0u, 0u), q1 = q0;
       if (smoothed && kt < blk_end) {

@@ -275,6 +275,8 @@ inline void launch(unsigned grid, int threads, int64_t smem_bytes, const std::fu
 #define threadIdx (::svdq_emu::thread_idx())
 #define blockIdx (::svdq_emu::block_idx())
 #define __syncthreads() ::svdq_emu::syncthreads()
+// The model's warp barrier is the CTA's: the programs it runs call __syncwarp in every warp alike.
+#define __syncwarp() ::svdq_emu::syncthreads()
 #define __threadfence() std::atomic_thread_fence(std::memory_order_seq_cst)
 template <class T>
 T __shfl_xor_sync(uint32_t mask, T v, int lane_mask) {
