@@ -28,7 +28,7 @@ struct QuantLoraConfig {
   static constexpr int kRows = 64, kThreads = 128, kRankTile = 32;
   // Shared memory: the x ring (each lane's own 64 bytes of a K tile), the scale table, then (with d only) the l2t
   // ring and each lane's group and d sums.
-  static constexpr int kXStage = kThreads * 64;
+  static constexpr int kXStage = kThreads * 64 + (kThreads / 32) * 128;  // x, then each warp's pqs copy
   static constexpr int kTableAt = STAGES * kXStage, kTableBytes = 128 * 4;  // gs / scale for every E4M3 code
   static constexpr int kL2tStride = kRankTile * 2 + 16;   // 80: 8 consecutive rows fall on distinct bank groups
   static constexpr int kStage = 64 * kL2tStride;          // one K tile of l2t (rows in the fragment order, below)
@@ -48,6 +48,7 @@ SVDQ_DEV float max_nan(float a, float b) { return svdq_emu::max_nan(a, b); }
 SVDQ_DEV void st_release_u64(u64* p, u64 v) { svdq_emu::store_release(p, v); }
 SVDQ_DEV u64 ld_acquire_u64(const u64* p) { return svdq_emu::load_acquire(p); }
 SVDQ_DEV u32 fma_bf16x2(u32 a, u32 b, u32 c) { return svdq_emu::fma_bf16x2(a, b, c); }
+SVDQ_DEV float4 ld_cg_f4(const float* p) { return float4{p[0], p[1], p[2], p[3]}; }
 #else
 SVDQ_DEV void ldmatrix_x4_trans(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -70,6 +71,11 @@ SVDQ_DEV u64 ld_acquire_u64(const u64* p) {
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+SVDQ_DEV float4 ld_cg_f4(const float* p) {  // 16 bytes through L2 only (partial sums another CTA wrote)
+  float4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+}
 SVDQ_DEV u32 fma_bf16x2(u32 a, u32 b, u32 c) {  // per half: BF16(a * b + c), rounded once
   u32 d;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -87,7 +93,7 @@ SVDQ_DEV u32 e4m3_from_nonneg(float x) {  // e4m3_from_float for x >= 0 (inf and
 #endif
 }
 
-// One 16-element block (w: its 8 BF16 words as loaded, pw: the pre_quant_scale words of the same K, when smoothed)
+// One 16-element block (w: its 8 BF16 words as loaded, pw: the pre_quant_scale words of the same K, or BF16 ones)
 // -> its 16 codes (element i in bits 4i..4i+3 of codes[i / 8]) and its scale, as quantize_block16 on BF16(x * pqs).
 // inv_scale[s] = div_rn(gs, e4m3_to_float(s)) for the launch's gs. The packed BF16 product differs from the
 // reference's (x * pqs in FP32, rounded to BF16) only where |x * pqs| < 2^-126: those blocks (0 < amax < 2^-118),
@@ -98,7 +104,7 @@ struct Block16 {
 SVDQ_DEV Block16 quantize_block16(const u32* w, const u32* pw, bool smoothed, float gs, const float* inv_scale) {
   u32 ws[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) ws[i] = smoothed ? fma_bf16x2(w[i], pw[i], 0x80008000u) : w[i];  // (-0 addend: keeps -0)
+  for (int i = 0; i < 8; ++i) ws[i] = fma_bf16x2(w[i], pw[i], 0x80008000u);  // (-0 addend: keeps -0; pw = 1 unsmoothed)
   float v[16];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -113,7 +119,7 @@ SVDQ_DEV Block16 quantize_block16(const u32* w, const u32* pw, bool smoothed, fl
 #pragma unroll
     for (int i = 0; i < w; ++i) m8[i] = max_nan(m8[i], m8[i + w]);
   const float amax = m8[0];
-  const bool tiny = smoothed && amax > 0.0f && amax < 3.3881318e-36f;  // 2^-118
+  const bool tiny = amax > 0.0f && amax < 3.3881318e-36f;  // 2^-118
   u32 s = 0x7Fu;
   if (amax <= 3.40282347e38f && !tiny) s = e4m3_from_nonneg(mul_rn(gs, div6_bf16(amax)));
   Block16 out{{0u, 0u}, s};
@@ -124,14 +130,12 @@ SVDQ_DEV Block16 quantize_block16(const u32* w, const u32* pw, bool smoothed, fl
     for (int i = 0; i < 16; ++i) out.codes[i >> 3] |= e2m1_from_float_fast(mul_rn(v[i], mul)) << (4 * (i & 7));
     return out;
   }
-  // The reference steps (quantize_block16).
-  if (smoothed) {
+  // The reference steps (quantize_block16), from the words as loaded.
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      v[2 * i] = bf16_to_float(bf16_from_float(mul_rn(f32_from_bits(w[i] << 16), f32_from_bits(pw[i] << 16))));
-      v[2 * i + 1] = bf16_to_float(
-          bf16_from_float(mul_rn(f32_from_bits(w[i] & 0xFFFF0000u), f32_from_bits(pw[i] & 0xFFFF0000u))));
-    }
+  for (int i = 0; i < 8; ++i) {
+    const float lo = f32_from_bits(w[i] << 16), hi = f32_from_bits(w[i] & 0xFFFF0000u);
+    v[2 * i] = smoothed ? bf16_to_float(bf16_from_float(mul_rn(lo, f32_from_bits(pw[i] << 16)))) : lo;
+    v[2 * i + 1] = smoothed ? bf16_to_float(bf16_from_float(mul_rn(hi, f32_from_bits(pw[i] & 0xFFFF0000u)))) : hi;
   }
   float a = 0.0f;
 #pragma unroll
@@ -185,7 +189,11 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const bool a_ok = mA < p.m, b_ok = mB < p.m;
   const int blk_end = 16 * t < p.k ? static_cast<int>((p.k - 16 * t + 63) >> 6) : 0;  // K tiles holding the block
   const bool smoothed = p.pqs != nullptr;
-  const u16* pq = smoothed ? p.pqs + 16 * t : p.x;
+  // pqs: each warp's own copy of the K tile's 128 bytes in its ring slot (lanes 0-7 copy one chunk each).
+  const bool pq_copier = quant && smoothed && lane < 8;
+  const u16* pq_at = pq_copier ? p.pqs + lane * 8 + static_cast<i64>(kt0) * 64 : p.x;
+  const int pq_end = pq_copier && lane * 8 < p.k ? static_cast<int>((p.k - lane * 8 + 63) >> 6) : 0;
+  const u32 pq_slot = C::kThreads * 64 + warp * 128;
   // The x ring: a warp's 16 rows x 128 bytes per K tile, row r at r * 128 with 16-byte chunk c at (c ^ (r & 7)) * 16
   // (the reads below touch each bank group once per quarter warp). Copy j of lane L: row 4j + L / 8, chunk L % 8, so
   // each copy instruction reads whole 128-byte row segments; zeros past M and K (the tensor cores read them too).
@@ -208,6 +216,8 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       const bool ok = in && ((x_rows >> j) & 1u);
       cp_async_16(x_dst[j & 1] + st + j * 512, ok ? x_at + j * x_jstep : p.x, ok ? 16 : 0);
     }
+    if (pq_copier) cp_async_16(sbase + st + pq_slot + lane * 16, xkt < pq_end ? pq_at : p.x, xkt < pq_end ? 16 : 0);
+    pq_at += 64;
     x_at += 64;
     ++xkt;
     xslot = xslot + 1 == STAGES ? 0 : xslot + 1;
@@ -326,7 +336,8 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     }
   };
 
-  int chunk = c0, chunk_left = p.chunk_tiles, slot = 0;
+  // Chunk and group boundaries by countdown (c0 starts a chunk and, where the split holds whole groups, a group).
+  int chunk = c0, chunk_left = p.chunk_tiles, group_left = gch - c0 % gch, group = c0 / gch, slot = 0;
   for (int kt = kt0; kt < kt1; ++kt) {
     cp_async_wait<STAGES - 2>();
     if (lora)
@@ -343,10 +354,10 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
                          *reinterpret_cast<const uint4*>(xs + 1024 + x_c0),
                          *reinterpret_cast<const uint4*>(xs + 1024 + x_c1)};
     if (quant) {
-      uint4 q0 = make_uint4(0u, 0u, 0u, 0u), q1 = q0;
-      if (smoothed && kt < blk_end) {
-        q0 = *reinterpret_cast<const uint4*>(pq + static_cast<i64>(kt) * 64);
-        q1 = *reinterpret_cast<const uint4*>(pq + static_cast<i64>(kt) * 64 + 8);
+      uint4 q0 = make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u), q1 = q0;  // BF16 ones
+      if (smoothed) {
+        q0 = *reinterpret_cast<const uint4*>(smem + slot * C::kXStage + pq_slot + 32 * t);
+        q1 = *reinterpret_cast<const uint4*>(smem + slot * C::kXStage + pq_slot + 32 * t + 16);
       }
       const u32 wa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
       const u32 wb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
@@ -375,7 +386,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
         }
       }
       if (--chunk_left == 0 || kt + 1 == kt1) {  // the end of a chunk
-        const bool group_end = (chunk + 1) % gch == 0 || chunk + 1 == p.chunks || kt + 1 == kt1;
+        const bool group_end = --group_left == 0 || kt + 1 == kt1;
         if (fine) {
           store_partial(chunk, acc);
         } else {
@@ -393,7 +404,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
               for (int i = 0; i < kNt; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) sums[i][e] = gacc[(i * 4 + e) * C::kThreads];
-              store_partial(chunk / gch, sums);
+              store_partial(group, sums);
             } else {
 #pragma unroll
               for (int i = 0; i < kNt; ++i)
@@ -415,6 +426,10 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
           for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
         chunk_left = p.chunk_tiles;
         ++chunk;
+        if (group_left == 0) {
+          group_left = gch;
+          ++group;
+        }
       }
     }
     slot = slot + 1 == STAGES ? 0 : slot + 1;
@@ -456,23 +471,41 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       while (ld_acquire_u64(flags + s) != p.epoch) {
       }
   __syncthreads();
-  for (int e = tid; e < C::kRows * rcols; e += C::kThreads) {
-    const int row = e / rcols, col = e - row * rcols;
+  // Four columns per thread and step, every slot's partial sums loaded before the (in-order) additions.
+  const int slots = fine ? p.chunks : (p.chunks + gch - 1) / gch;  // at most 16 (kQuantLoraMaxChunks)
+  const i64 cstep = m_pad * p.rank;
+  const auto add4 = [](float4 a, const float4& b) {
+    return float4{__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w)};
+  };
+  for (int e = tid; e < C::kRows * rcols / 4; e += C::kThreads) {
+    const int row = e / (rcols / 4), col = 4 * (e - row * (rcols / 4));
     const i64 m = m0 + row;
     if (m >= p.m) continue;
     const float* at = p.part + m * p.rank + r0 + col;
-    const i64 cstep = m_pad * p.rank;
-    float sum = 0.0f;  // the same additions as the registers of an unsplit CTA
-    for (int c = 0; c < p.chunks; c += gch) {
-      if (fine) {
-        float gsum = 0.0f;
-        for (int j = c; j < c + gch && j < p.chunks; ++j) gsum = __fadd_rn(gsum, __ldcg(at + j * cstep));
-        sum = __fadd_rn(sum, gsum);
-      } else {
-        sum = __fadd_rn(sum, __ldcg(at + (c / gch) * cstep));
+    float4 v[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) v[j] = j < slots ? ld_cg_f4(at + j * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
+    float4 sum{0.0f, 0.0f, 0.0f, 0.0f};  // the same additions as the registers of an unsplit CTA
+    if (fine) {
+      float4 gsum{0.0f, 0.0f, 0.0f, 0.0f};
+      int left = gch;  // chunks to the group's end
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        if (j >= slots) break;
+        gsum = add4(gsum, v[j]);
+        if (--left == 0 || j + 1 == slots) {
+          sum = add4(sum, gsum);
+          gsum = float4{0.0f, 0.0f, 0.0f, 0.0f};
+          left = gch;
+        }
       }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+        if (j < slots) sum = add4(sum, v[j]);
     }
-    p.d[m * p.rank + r0 + col] = static_cast<u16>(bf16_from_float(sum));
+    *reinterpret_cast<uint2*>(p.d + m * p.rank + r0 + col) =
+        make_uint2(bf16_from_float(sum.x) | (bf16_from_float(sum.y) << 16), bf16_from_float(sum.z) | (bf16_from_float(sum.w) << 16));
   }
 }
 

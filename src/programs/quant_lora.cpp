@@ -41,10 +41,11 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
   if (rank > 0) {
     p.rank_tiles = static_cast<int>((rank + kQuantLoraRankTile - 1) / kQuantLoraRankTile);
     const int64_t units = checked::mul(p.row_tiles, p.rank_tiles, "quantize units");
-    // Split only where the tiles would leave more than a quarter of the SMs idle. Whole groups per CTA where that
-    // gives every SM a CTA (partial sums: groups x r x 4 bytes per row); else parts of groups (chunks x r x 4).
-    if (4 * units < 3 * int64_t(sm_count)) {
-      const int64_t want = (2 * int64_t(sm_count) + units - 1) / units;
+    // Split where the tiles would give an SM fewer than three CTAs (12 warps; it holds four), aiming at four. Whole
+    // groups per CTA where that gives every SM a CTA (partial sums: groups x r x 4 bytes per row); else parts of
+    // groups (chunks x r x 4).
+    if (units < 3 * int64_t(sm_count)) {
+      const int64_t want = (4 * int64_t(sm_count) + units - 1) / units;
       if (want <= groups || units * groups >= sm_count) {
         const int per = static_cast<int>((groups + std::min<int64_t>(want, groups) - 1) / std::min<int64_t>(want, groups));
         p.chunks_per_split = per * p.group_chunks;
@@ -79,7 +80,7 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
   return p;
 }
 int64_t quant_lora_smem(const registry::Build& build, bool with_d) {
-  return with_d ? build.smem_bytes : int64_t(build.stages) * 128 * 64 + 128 * 4;
+  return with_d ? build.smem_bytes : int64_t(build.stages) * (128 * 64 + 4 * 128) + 128 * 4;
 }
 
 void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const registry::Build& build,

@@ -32,6 +32,9 @@ struct float2 {
 inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 inline float2 make_float2(float a, float b) { return {a, b}; }
+struct float4 {
+  float x, y, z, w;
+};
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
   const unsigned long long v = (static_cast<unsigned long long>(b) << 32) | a;
