@@ -471,8 +471,8 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       while (ld_acquire_u64(flags + s) != p.epoch) {
       }
   __syncthreads();
-  // Four columns per thread and step, every slot's partial sums loaded before the (in-order) additions.
-  const int slots = fine ? p.chunks : (p.chunks + gch - 1) / gch;  // at most 16 (kQuantLoraMaxChunks)
+  // Four columns per thread and step, eight slots' partial sums loaded before their (in-order) additions.
+  const int slots = fine ? p.chunks : (p.chunks + gch - 1) / gch;
   const i64 cstep = m_pad * p.rank;
   const auto add4 = [](float4 a, const float4& b) {
     return float4{__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w)};
@@ -482,27 +482,26 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     const i64 m = m0 + row;
     if (m >= p.m) continue;
     const float* at = p.part + m * p.rank + r0 + col;
-    float4 v[16];
+    float4 sum{0.0f, 0.0f, 0.0f, 0.0f}, gsum{0.0f, 0.0f, 0.0f, 0.0f};  // the additions of an unsplit CTA
+    int left = gch;                                                       // (fine: chunks to the group's end)
+    for (int j0 = 0; j0 < slots; j0 += 8) {
+      float4 v[8];
 #pragma unroll
-    for (int j = 0; j < 16; ++j) v[j] = j < slots ? ld_cg_f4(at + j * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
-    float4 sum{0.0f, 0.0f, 0.0f, 0.0f};  // the same additions as the registers of an unsplit CTA
-    if (fine) {
-      float4 gsum{0.0f, 0.0f, 0.0f, 0.0f};
-      int left = gch;  // chunks to the group's end
+      for (int u = 0; u < 8; ++u) v[u] = j0 + u < slots ? ld_cg_f4(at + (j0 + u) * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        if (j >= slots) break;
-        gsum = add4(gsum, v[j]);
-        if (--left == 0 || j + 1 == slots) {
+      for (int u = 0; u < 8; ++u) {
+        if (j0 + u >= slots) break;
+        if (!fine) {
+          sum = add4(sum, v[u]);
+          continue;
+        }
+        gsum = add4(gsum, v[u]);
+        if (--left == 0 || j0 + u + 1 == slots) {
           sum = add4(sum, gsum);
           gsum = float4{0.0f, 0.0f, 0.0f, 0.0f};
           left = gch;
         }
       }
-    } else {
-#pragma unroll
-      for (int j = 0; j < 16; ++j)
-        if (j < slots) sum = add4(sum, v[j]);
     }
     *reinterpret_cast<uint2*>(p.d + m * p.rank + r0 + col) =
         make_uint2(bf16_from_float(sum.x) | (bf16_from_float(sum.y) << 16), bf16_from_float(sum.z) | (bf16_from_float(sum.w) << 16));

@@ -13,7 +13,7 @@
 namespace svdq::programs {
 
 // How the one-pass program cuts its work (kernels/quantize/smxx_quant_lora.cuh): 64-row tiles, rank tiles of 32,
-// K cut into at most 16 chunks of whole 64-K tiles and the chunks into at most 8 groups (both set by K alone, so d's
+// K cut into at most 32 chunks of whole 64-K tiles and the chunks into at most 8 groups (both set by K alone, so d's
 // arithmetic does not depend on M); where the row and rank tiles leave SMs idle, each tile's chunks are split over
 // several CTAs (`splits`: whole groups each, or parts of one group), whose FP32 partial sums take part_bytes of
 // scratch plus flag_bytes of flags.
@@ -22,7 +22,7 @@ struct QuantLoraPlan {
   int rank_tiles = 1, splits = 1, chunk_tiles = 1, chunks = 1, group_chunks = 1, chunks_per_split = 1;
   int64_t grid = 0, part_bytes = 0, flag_bytes = 0;
 };
-constexpr int kQuantLoraRows = 64, kQuantLoraRankTile = 32, kQuantLoraMaxChunks = 16, kQuantLoraMaxGroups = 8;
+constexpr int kQuantLoraRows = 64, kQuantLoraRankTile = 32, kQuantLoraMaxChunks = 32, kQuantLoraMaxGroups = 8;
 // rank = 0: quantization alone (no partial sums: short row counts are simply cut along K).
 QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count);
 // The program's parameters for a plan: shapes, the scale layout's padded grid and the split; the caller sets the
