@@ -265,28 +265,25 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   // Outputs at K tile 0 (a K tile adds 32 code bytes, 4 scale bytes (512 swizzled), 64 FP16 values).
   const bool swizzled = p.swizzled != 0, a16_pairs = p.a16_pairs != 0;
   const i64 row_group = (p.sf_cols / 4) * 512;  // swizzled: bytes per 128 rows
-  const auto sf_at = [&](i64 m, bool ok) -> u8* {
-    if (!quant) return nullptr;
-    if (swizzled) return m < p.sf_rows ? p.sf + (m / 128) * row_group + (m % 32) * 16 + ((m % 128) / 32) * 4 + t : nullptr;
-    return ok ? p.sf + m * p.sf_cols + t : nullptr;
-  };
-  u8* const sf_a = sf_at(mA, a_ok);
-  u8* const sf_b = sf_at(mB, b_ok);
-  const i64 sf_step = swizzled ? 512 : 4;
-  u8* const xq_a = quant && a_ok ? p.xq + mA * (p.k / 2) + 8 * t : nullptr;
-  u8* const xq_b = quant && b_ok ? p.xq + mB * (p.k / 2) + 8 * t : nullptr;
-  u16* const h_a = quant && a_ok && p.a16 ? p.a16 + mA * p.k + 16 * t : nullptr;
-  u16* const h_b = quant && b_ok && p.a16 ? p.a16 + mB * p.k + 16 * t : nullptr;
+  // Row A's output pointers; row B = A + 8 is 8 rows further in each (in the swizzled scales, 8 rows of the same
+  // 32-row block: A % 32 < 24, as A's tile starts at a multiple of 64 and g < 8).
+  const bool sf_a_ok = quant && (swizzled ? mA < p.sf_rows : a_ok), sf_b_ok = quant && (swizzled ? mB < p.sf_rows : b_ok);
+  u8* const sf_a = p.sf + (swizzled ? (mA / 128) * row_group + (mA % 32) * 16 + ((mA % 128) / 32) * 4 : mA * p.sf_cols) + t;
+  const i64 sf_b_off = swizzled ? 128 : 8 * p.sf_cols, sf_step = swizzled ? 512 : 4;
+  u8* const xq_a = p.xq + mA * (p.k / 2) + 8 * t;
+  u16* const h_a = p.a16 + mA * p.k + 16 * t;
+  const bool xq_on = quant, h_on = quant && p.a16 != nullptr;
   // The last row tile also writes the zero words of the padding rows past it (rows up to 128 ceil(M / 128)).
   const bool pad_rows = quant && swizzled && rt + 1 == p.row_tiles && (rt + 1) * C::kRows < p.sf_rows;
   // Stores one block's outputs for K tile kt (scale always where the layout has a byte; codes inside K and M).
-  const auto store_block = [&](const Block16& b, int kt, u8* sf, u8* xq, u16* h) {
+  const auto store_block = [&](const Block16& b, int kt, bool row_b) {
     const i64 skt = static_cast<i64>(kt);
-    const bool in = kt < blk_end;
-    if (sf && (swizzled || in)) sf[skt * sf_step] = static_cast<u8>(b.scale);
-    if (!in) return;
-    if (xq) *reinterpret_cast<uint2*>(xq + skt * 32) = make_uint2(b.codes[0], b.codes[1]);
-    if (h) {
+    const bool in = kt < blk_end, ok = row_b ? b_ok : a_ok;
+    if ((row_b ? sf_b_ok : sf_a_ok) && (swizzled || in)) sf_a[(row_b ? sf_b_off : 0) + skt * sf_step] = static_cast<u8>(b.scale);
+    if (!in || !ok) return;
+    if (xq_on) *reinterpret_cast<uint2*>(xq_a + (row_b ? 4 * p.k : 0) + skt * 32) = make_uint2(b.codes[0], b.codes[1]);
+    if (h_on) {
+      u16* const h = h_a + (row_b ? 8 * p.k : 0);
       const u32 sc2 = half2_lo_lo(scale2_half2_x128(b.scale));
       u32 lo[4], hi[4];
       dequant8_f16(b.codes[0], sc2, lo);
@@ -362,8 +359,8 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       const u32 wa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
       const u32 wb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
       const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-      store_block(quantize_block16(wa, pw, smoothed, gs, inv_scale), kt, sf_a, xq_a, h_a);
-      store_block(quantize_block16(wb, pw, smoothed, gs, inv_scale), kt, sf_b, xq_b, h_b);
+      store_block(quantize_block16(wa, pw, smoothed, gs, inv_scale), kt, false);
+      store_block(quantize_block16(wb, pw, smoothed, gs, inv_scale), kt, true);
       if (pad_rows)
         for (i64 r = (rt + 1) * C::kRows + tid; r < p.sf_rows; r += C::kThreads)
           *reinterpret_cast<u32*>(p.sf + (r / 128) * row_group + static_cast<i64>(kt) * 512 + (r % 32) * 16 +
