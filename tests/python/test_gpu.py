@@ -179,3 +179,19 @@ def test_torch_ops_are_registered():
 
     for name in ("mm_nvfp4_svdquant", "mm_nvfp4_svdquant_out", "nvfp4_quantize", "svdquant_linear"):
         assert hasattr(torch.ops.svdq, name)
+
+
+@needs_torch_gpu
+def test_readme_example_runs_as_written(capsys):
+    """The README's Python example, executed as it stands there."""
+    import pathlib
+    import re
+
+    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+    block = re.search(r"```python\n(.*?)```", readme.read_text(), re.S)
+    assert block, "README.md has no python example"
+    exec(compile(block.group(1), "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 2, printed
+    rel = float(re.search(r"[0-9.]+(?:e-?[0-9]+)?", printed[0].replace("tensor(", "")).group(0))
+    assert rel < 0.5, printed[0]  # (the layer's accuracy is checked against FP64 above; this is the example's sanity)
