@@ -50,7 +50,15 @@ SVDQ_HD u32 e2m1_from_float_fast(float x) {
 #endif
   const u32 eb = f32_bits(a) >> 23, e = eb > 127u ? eb : 127u;
   const float magic = f32_from_bits(e * 0x800002u + (0x4AC00000u - 127u * 0x800002u));
-  return ((f32_bits(x) >> 28) & 8u) | (f32_bits(add_rn(a, magic)) & 7u);
+  // x's top 4 bits hold the sign in bit 3: one 3-input logic op, (q & 7) | (s & ~7), keeps it and the sum's low bits.
+  const u32 q = f32_bits(add_rn(a, magic)), sgn = f32_bits(x) >> 28;
+#if defined(__CUDA_ARCH__)
+  u32 code;
+  asm("lop3.b32 %0, %1, %2, 7, 0xE4;\n" : "=r"(code) : "r"(q), "r"(sgn));
+  return code;
+#else
+  return (q & 7u) | (sgn & ~7u);
+#endif
 }
 
 // div_rn(a, 6.0f) for every BF16 value a (8 significant bits; exhaustively checked by a CPU test): the product by
