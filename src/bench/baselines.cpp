@@ -152,9 +152,7 @@ Fp8Gemm::Fp8Gemm(const Shape& shape, uint64_t seed, bool with_bias) : shape_(sha
   fill_random_e4m3(b_, mix_seed(seed, kB8));
   out_.fill_byte(0);
   Rng rs(mix_seed(seed, kScales));
-  // The two per-tensor scales 128 bytes apart (x's at 0, W's at 128): each scale pointer as aligned as a buffer start
-  // (every FP8 algorithm refused to run while W's scale sat 4 bytes after x's; whether that was the cause is not yet
-  // known).
+  // The two per-tensor scales 128 bytes apart (x's at 0, W's at 128): each scale pointer as aligned as a buffer start.
   float scales[64] = {};
   scales[0] = static_cast<float>(0.5 + 1.5 * rs.uniform());
   scales[32] = static_cast<float>(0.5 + 1.5 * rs.uniform());
