@@ -152,8 +152,12 @@ Fp8Gemm::Fp8Gemm(const Shape& shape, uint64_t seed, bool with_bias) : shape_(sha
   fill_random_e4m3(b_, mix_seed(seed, kB8));
   out_.fill_byte(0);
   Rng rs(mix_seed(seed, kScales));
-  const float scales[2] = {static_cast<float>(0.5 + 1.5 * rs.uniform()), static_cast<float>(0.5 + 1.5 * rs.uniform())};
-  scales_ = DeviceBuffer(256);
+  // The two per-tensor scales kWScaleAt bytes apart (x's at 0): each scale pointer as aligned as a buffer start.
+  constexpr int kWScaleAt = 128;
+  float scales[2 * kWScaleAt / 4] = {};
+  scales[0] = static_cast<float>(0.5 + 1.5 * rs.uniform());
+  scales[kWScaleAt / 4] = static_cast<float>(0.5 + 1.5 * rs.uniform());
+  scales_ = DeviceBuffer(sizeof scales);
   scales_.upload(scales, sizeof scales);
   const bool bias = with_bias && shape.bias;
   if (bias) {
@@ -167,7 +171,7 @@ Fp8Gemm::Fp8Gemm(const Shape& shape, uint64_t seed, bool with_bias) : shape_(sha
   Lt& L = *lt_;
   L.create_tn("cublasLtMatmulDescCreate (FP8)");
   // cuBLAS-side A is B8 (the weights), cuBLAS-side B is A8 (the activations); each gets its own per-tensor scale.
-  const void* scale_w = static_cast<const uint8_t*>(scales_.get()) + 4;
+  const void* scale_w = static_cast<const uint8_t*>(scales_.get()) + kWScaleAt;
   const void* scale_x = scales_.get();
   check_cublas(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_w, sizeof scale_w),
                "A_SCALE_POINTER");

@@ -2,6 +2,8 @@
 fake-tensor shapes, torch.compile, CUDA graphs, opcheck, SVDQuantLinear and its state_dict. Skipped, with the reason,
 where there is no GPU or no torch."""
 import os
+import pathlib
+import re
 import tempfile
 
 import numpy as np
@@ -184,9 +186,6 @@ def test_torch_ops_are_registered():
 @needs_torch_gpu
 def test_readme_example_runs_as_written(capsys):
     """The README's Python example, executed as it stands there."""
-    import pathlib
-    import re
-
     readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
     block = re.search(r"```python\n(.*?)```", readme.read_text(), re.S)
     assert block, "README.md has no python example"
