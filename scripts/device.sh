@@ -18,7 +18,7 @@
 #              SMALL_SHAPES, TMO default 60 s, REPEATS default 6)
 #   ncu        Nsight Compute of svdq's kernels on SHAPE (TAG, SKIP, COUNT, METRICS, SOURCE=1 with SRC_KERNEL,
 #              KERNELS, LINES_SHOWN, NCU_BENCH: bench flags such as --layer)
-#   python     the wheel built there, tests/python, python -m svdq.bench --overhead
+#   python     the wheel built there (or WHEEL, one built elsewhere), tests/python, python -m svdq.bench --overhead
 #   micro      the bench/micro binaries in MICRO (default .carry/micro)
 #   bits       svdq_bits of this build against OLD_BITS (default .carry/old/svdq_bits): output hashes of the 30 suite
 #              shapes must be equal (the old build compiles its own kernels there)
@@ -193,10 +193,14 @@ step_ncu() {  # sections first; METRICS (raw names) in a second pass, so a name 
   grep -E "^  [A-Za-z_][A-Za-z0-9_]*.*\\(|svdq_|Duration|Throughput|Bank|Active|Busy|Registers|Shared Memory Configuration|  [a-z_]+__" \
     "$OUT/$tag.txt" ${METRICS:+"$OUT/${tag}_metrics.txt"} | head -"${LINES_SHOWN:-150}"
 }
-step_python() {  # the wheel built there (cp312, abi3), installed into a scratch dir, the pytest suite (torch, CuPy)
+step_python() {  # the wheel built there (cp312, abi3) or WHEEL, installed into a scratch dir, the pytest suite
   rm -rf /tmp/svdq_wheel /tmp/svdq_py && mkdir -p /tmp/svdq_wheel
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip wheel . --no-build-isolation --no-deps -q -w /tmp/svdq_wheel \
-    -C cmake.define.SVDQ_JSON_INCLUDE="$PWD/.carry/include" > "$OUT/python_wheel.log" 2>&1 || status=1
+  if [ -n "${WHEEL:-}" ]; then
+    cp "$WHEEL" /tmp/svdq_wheel/ && echo "carried wheel $(basename "$WHEEL")" > "$OUT/python_wheel.log" || status=1
+  else
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip wheel . --no-build-isolation --no-deps -q -w /tmp/svdq_wheel \
+      -C cmake.define.SVDQ_JSON_INCLUDE="$PWD/.carry/include" > "$OUT/python_wheel.log" 2>&1 || status=1
+  fi
   python3 -m pip install -q --no-deps --target /tmp/svdq_py /tmp/svdq_wheel/svdq-*.whl >> "$OUT/python_wheel.log" 2>&1 \
     || status=1
   (repo=$PWD; cd /tmp && PYTHONPATH=/tmp/svdq_py SVDQ_BUILD_DIR=$B python3 -m pytest -q -rs "$repo/tests/python" \
