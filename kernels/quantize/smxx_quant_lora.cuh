@@ -250,8 +250,8 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     for (int i = 0; i < kNt; ++i) {
       if (i / 2 >= pairs) break;
       float* dst = p.part + (slot_chunk * m_pad + m) * p.rank + r0 + i * 8 + 2 * t;
-      *reinterpret_cast<float2*>(dst) = make_float2(v[i][0], v[i][1]);
-      *reinterpret_cast<float2*>(dst + 8 * p.rank) = make_float2(v[i][2], v[i][3]);
+      if (a_ok) *reinterpret_cast<float2*>(dst) = make_float2(v[i][0], v[i][1]);
+      if (b_ok) *reinterpret_cast<float2*>(dst + 8 * p.rank) = make_float2(v[i][2], v[i][3]);
     }
   };
 
@@ -385,45 +385,64 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     }
     return;
   }
-  if (tid == 0)
-    for (int s = 0; s < split; ++s)
-      while (ld_acquire_u64(flags + s) != p.epoch) {
-      }
+  if (tid < split)  // a flag per thread (splits <= 32 chunks, src/programs/quant_lora.hpp): the waits overlap
+    while (ld_acquire_u64(flags + tid) != p.epoch) {
+    }
   __syncthreads();
-  // Four columns per thread and step, eight slots' partial sums loaded before their (in-order) additions.
+  // Two elements of four columns per thread and step, eight slots of each loaded before their (in-order) additions.
   const int slots = fine ? p.chunks : (p.chunks + gch - 1) / gch;
   const i64 cstep = m_pad * p.rank;
   const auto add4 = [](float4 a, const float4& b) {
     return float4{__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w)};
   };
-  for (int e = tid; e < C::kRows * rcols / 4; e += C::kThreads) {
-    const int row = e / (rcols / 4), col = 4 * (e - row * (rcols / 4));
-    const i64 m = m0 + row;
-    if (m >= p.m) continue;
-    const float* at = p.part + m * p.rank + r0 + col;
-    float4 sum{0.0f, 0.0f, 0.0f, 0.0f}, gsum{0.0f, 0.0f, 0.0f, 0.0f};  // the additions of an unsplit CTA
-    int left = gch;                                                       // (fine: chunks to the group's end)
-    for (int j0 = 0; j0 < slots; j0 += 8) {
-      float4 v[8];
+  const int elems = C::kRows * rcols / 4;
+  for (int e0 = tid; e0 < elems; e0 += 2 * C::kThreads) {
+    const float* at[2];  // slot 0's partial sums of the element; d's offset is the same
+    bool ok[2];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = j0 + u < slots ? ld_cg_f4(at + (j0 + u) * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
+    for (int h = 0; h < 2; ++h) {
+      const int e = e0 + h * C::kThreads, row = e / (rcols / 4), col = 4 * (e - row * (rcols / 4));
+      ok[h] = e < elems && m0 + row < p.m;
+      at[h] = p.part + (m0 + row) * p.rank + r0 + col;
+    }
+    if (!ok[0] && !ok[1]) continue;
+    float4 sum[2], gsum[2];  // the additions of an unsplit CTA
+#pragma unroll
+    for (int h = 0; h < 2; ++h) sum[h] = gsum[h] = float4{0.0f, 0.0f, 0.0f, 0.0f};
+    int left = gch;  // (fine: chunks to the group's end)
+    for (int j0 = 0; j0 < slots; j0 += 8) {
+      float4 v[2][8];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int u = 0; u < 8; ++u)
+          v[h][u] = ok[h] && j0 + u < slots ? ld_cg_f4(at[h] + (j0 + u) * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
         if (j0 + u >= slots) break;
         if (!fine) {
-          sum = add4(sum, v[u]);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) sum[h] = add4(sum[h], v[h][u]);
           continue;
         }
-        gsum = add4(gsum, v[u]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) gsum[h] = add4(gsum[h], v[h][u]);
         if (--left == 0 || j0 + u + 1 == slots) {
-          sum = add4(sum, gsum);
-          gsum = float4{0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            sum[h] = add4(sum[h], gsum[h]);
+            gsum[h] = float4{0.0f, 0.0f, 0.0f, 0.0f};
+          }
           left = gch;
         }
       }
     }
-    *reinterpret_cast<uint2*>(p.d + m * p.rank + r0 + col) =
-        make_uint2(bf16_from_float(sum.x) | (bf16_from_float(sum.y) << 16), bf16_from_float(sum.z) | (bf16_from_float(sum.w) << 16));
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (ok[h])
+        *reinterpret_cast<uint2*>(p.d + (at[h] - p.part)) =
+            make_uint2(bf16_from_float(sum[h].x) | (bf16_from_float(sum[h].y) << 16),
+                       bf16_from_float(sum[h].z) | (bf16_from_float(sum[h].w) << 16));
   }
 }
 

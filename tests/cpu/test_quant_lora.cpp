@@ -101,8 +101,9 @@ TEST(QuantLoraPlan, ChunksAndGroupsDependOnKAloneAndCoverIt) {
           // The splits cover every chunk once, none empty; with d, a split holds whole groups or part of one.
           EXPECT_GE(p.splits * p.chunks_per_split, p.chunks);
           EXPECT_LT((p.splits - 1) * p.chunks_per_split, p.chunks);
-          if (r > 0 && p.splits > 1)
+          if (r > 0 && p.splits > 1) {
             EXPECT_TRUE(p.chunks_per_split % p.group_chunks == 0 || p.group_chunks % p.chunks_per_split == 0);
+          }
           EXPECT_EQ(p.rank_tiles, r == 0 ? 1 : (r + 31) / 32);
           EXPECT_EQ(p.grid, p.row_tiles * p.rank_tiles * p.splits);
           if (p.splits > 1 && r > 0) {
