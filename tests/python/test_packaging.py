@@ -18,6 +18,16 @@ def test_the_installed_package_is_the_wheel_not_the_source_tree():
     assert glob.glob(os.path.join(os.path.dirname(svdq.__file__), "_C*.so"))
 
 
+def test_the_extension_exports_no_cxx_runtime_symbols():
+    # The extension links libstdc++ statically; an exported copy binds, in a process where torch has loaded the shared
+    # libstdc++ globally, partly to that one, and numbers written to std::ostream (the NVRTC units) come out empty.
+    so = glob.glob(os.path.join(os.path.dirname(svdq.__file__), "_C*.so"))[0]
+    syms = subprocess.run(["nm", "-D", "--defined-only", so], check=True, capture_output=True, text=True).stdout.split()
+    std = [s for s in syms if s.startswith(("_ZNSt", "_ZNKSt", "_ZSt", "_ZTVSt", "_ZTISt", "_ZTSSt"))]
+    assert not std, f"{len(std)} C++ runtime symbols exported, e.g. {std[:3]}"
+    assert "PyInit__C" in syms
+
+
 def test_wheel_holds_the_extension_and_the_package():
     wheels = glob.glob(os.path.join(WHEEL_DIR, "svdq-*.whl"))
     if not wheels:
