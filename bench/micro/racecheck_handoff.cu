@@ -1,6 +1,6 @@
 // Does compute-sanitizer racecheck see the hand-offs svdq's sm_90a programs use as synchronization? Run under
 // `compute-sanitizer --tool racecheck`; each hand-off is its own kernel, so a report names the kind that raised it.
-// A producer warp fills a 2-slot ring for 8 rounds, a consumer warp reads each slot and frees it:
+// A producer warp fills a 2-slot ring for 8 rounds, a consumer warp (eight in the _w8 kernels) reads each slot and frees it:
 //   k_mbar_st_ld      st.shared, mbarrier.arrive (release) / try_wait.parity (acquire), ld.shared
 //   k_mbar_st_ldm     the same with ldmatrix on the consumer side
 //   k_elect_st_ldm    st.shared, __syncwarp, one elected lane's mbarrier.arrive (count 1) / try_wait.parity, ldmatrix,
@@ -8,6 +8,8 @@
 //   k_bulk_ld         cp.async.bulk (1-D, complete_tx on the mbarrier) into the slot, ld.shared (the scale bytes)
 //   k_elect_bulk_ld   the same, the slot freed by __syncwarp and one elected lane's arrival (the swap-AB program's
 //                     ring slots)
+//   k_elect_bulk_ld_w8  k_elect_bulk_ld with 8 reader warps, each freeing the slot by its lane 0 (the ws program's
+//                     packed-A slots: 8 consumer warps), and k_bulk_ld_w8 the same with every lane arriving
 //   k_tensor_ld       cp.async.bulk.tensor (2-D TMA) into the slot, ld.shared
 //   k_barsync         st.shared, bar.sync, ld.shared: a hand-off racecheck is known to model (must be clean)
 //   k_none            st.shared and ld.shared with no hand-off at all (a real race: must be reported)
@@ -103,11 +105,12 @@ __global__ void k_mbar_st_ld(int* bad) { st_ld_impl<false, false>(bad); }
 __global__ void k_mbar_st_ldm(int* bad) { st_ld_impl<true, false>(bad); }
 __global__ void k_elect_st_ldm(int* bad) { st_ld_impl<true, true>(bad); }
 
-// src: kRounds slots' words in global memory, written by the host.
-template <bool ELECT>
+// src: kRounds slots' words in global memory, written by the host. READERS consumer warps (threads 32..) each read
+// the whole slot and free it (the empty barrier counts every reader warp's arrival).
+template <bool ELECT, int READERS = 1>
 __device__ void bulk_ld_impl(const u32* src, int* bad) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  const Ring r = ring_setup(smem, 1, ELECT ? 1 : 32);
+  const Ring r = ring_setup(smem, 1, READERS * (ELECT ? 1 : 32));
   if (threadIdx.x < 32) {
     for (int round = 0; round < kRounds; ++round) {
       const int s = round % kSlots;
@@ -124,6 +127,8 @@ __device__ void bulk_ld_impl(const u32* src, int* bad) {
 }
 __global__ void k_bulk_ld(const u32* src, int* bad) { bulk_ld_impl<false>(src, bad); }
 __global__ void k_elect_bulk_ld(const u32* src, int* bad) { bulk_ld_impl<true>(src, bad); }
+__global__ void k_elect_bulk_ld_w8(const u32* src, int* bad) { bulk_ld_impl<true, 8>(src, bad); }
+__global__ void k_bulk_ld_w8(const u32* src, int* bad) { bulk_ld_impl<false, 8>(src, bad); }
 __global__ void k_tensor_ld(const __grid_constant__ CUtensorMap map, int* bad) {
   extern __shared__ __align__(1024) unsigned char smem[];
   const Ring r = ring_setup(smem, 1);
@@ -194,6 +199,8 @@ int main() {
       {"k_elect_st_ldm", [](int* b, const u32*, const CUtensorMap&, int sm) { k_elect_st_ldm<<<1, 64, sm>>>(b); }},
       {"k_bulk_ld", [](int* b, const u32* s, const CUtensorMap&, int sm) { k_bulk_ld<<<1, 64, sm>>>(s, b); }},
       {"k_elect_bulk_ld", [](int* b, const u32* s, const CUtensorMap&, int sm) { k_elect_bulk_ld<<<1, 64, sm>>>(s, b); }},
+      {"k_elect_bulk_ld_w8", [](int* b, const u32* s, const CUtensorMap&, int sm) { k_elect_bulk_ld_w8<<<1, 288, sm>>>(s, b); }},
+      {"k_bulk_ld_w8", [](int* b, const u32* s, const CUtensorMap&, int sm) { k_bulk_ld_w8<<<1, 288, sm>>>(s, b); }},
       {"k_tensor_ld", [](int* b, const u32*, const CUtensorMap& m, int sm) { k_tensor_ld<<<1, 64, sm>>>(m, b); }},
       {"k_barsync", [](int* b, const u32*, const CUtensorMap&, int sm) { k_barsync<<<1, 64, sm>>>(b); }},
       {"k_none", [](int* b, const u32*, const CUtensorMap&, int sm) { k_none<<<1, 64, sm>>>(b); }},
@@ -206,7 +213,7 @@ int main() {
     check(cudaDeviceSynchronize(), run.name);
     int h = 0;
     check(cudaMemcpy(&h, bad, sizeof(int), cudaMemcpyDeviceToHost), "copy bad");
-    std::printf("%-14s values read wrong: %d\n", run.name, h);
+    std::printf("%-18s values read wrong: %d\n", run.name, h);
     failures += h != 0;
   }
   return failures == 0 ? 0 : 1;
