@@ -10,5 +10,9 @@ std::optional<int64_t> raster() {
   return v ? std::optional<int64_t>(*v) : std::nullopt;
 }
 bool pdl() { return env::get_bool("SVDQ_PDL", true); }
+std::optional<int64_t> pass_splits() {
+  const auto v = env::get_int("SVDQ_PASS_SPLITS", 1, 32);
+  return v ? std::optional<int64_t>(*v) : std::nullopt;
+}
 
 }  // namespace svdq::knobs

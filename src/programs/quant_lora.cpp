@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/checked.hpp"
+#include "common/knobs.hpp"
 #include "programs/launch.hpp"
 
 namespace svdq::programs {
@@ -44,8 +45,10 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
     // Split where the tiles would give an SM fewer than three CTAs (12 warps; it holds four), aiming at four. Whole
     // groups per CTA where that gives every SM a CTA (partial sums: groups x r x 4 bytes per row); else parts of
     // groups (chunks x r x 4).
-    if (units < 3 * int64_t(sm_count)) {
-      const int64_t want = (4 * int64_t(sm_count) + units - 1) / units;
+    // (SVDQ_PASS_SPLITS, a developer override, sets the splits aimed at for every tile count.)
+    const auto forced = knobs::pass_splits();
+    if (forced || units < 3 * int64_t(sm_count)) {
+      const int64_t want = forced ? *forced : (4 * int64_t(sm_count) + units - 1) / units;
       if (want <= groups || units * groups >= sm_count) {
         const int per = static_cast<int>((groups + std::min<int64_t>(want, groups) - 1) / std::min<int64_t>(want, groups));
         p.chunks_per_split = per * p.group_chunks;

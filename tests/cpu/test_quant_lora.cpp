@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "../test_util.hpp"
+#include "common/env.hpp"
 #include "common/smxx_nvfp4_codec.cuh"
 #include "programs/quant_lora.hpp"
 
@@ -74,6 +75,23 @@ TEST(QuantLoraPlan, QuantizationAloneCutsKOnlyForShortRowCounts) {
   p = svdq::programs::plan_quant_lora(1, 32, 0, 132);  // one K tile: nothing to cut
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.grid, 1);
+}
+
+TEST(QuantLoraPlan, SplitsOverrideKeepsChunksAndGroups) {
+  // SVDQ_PASS_SPLITS (developer override) sets the splits aimed at; the chunks and groups (d's arithmetic) stay.
+  const auto base = svdq::programs::plan_quant_lora(1, 4096, 32, 132);
+  EXPECT_EQ(base.splits, 32);  // (the heuristic: 4 CTAs per SM, at most one chunk each)
+  svdq::env::ScopedVar var("SVDQ_PASS_SPLITS");
+  for (int want : {1, 2, 8, 16}) {
+    var.set(std::to_string(want));
+    const auto p = svdq::programs::plan_quant_lora(1, 4096, 32, 132);
+    EXPECT_EQ(p.splits, want) << want;
+    EXPECT_EQ(p.chunks, base.chunks);
+    EXPECT_EQ(p.group_chunks, base.group_chunks);
+    EXPECT_EQ(p.part_bytes == 0, want == 1);
+  }
+  var.set("33");
+  EXPECT_THROW(svdq::programs::plan_quant_lora(1, 4096, 32, 132), svdq::Error);
 }
 
 TEST(QuantLoraPlan, ChunksAndGroupsDependOnKAloneAndCoverIt) {
