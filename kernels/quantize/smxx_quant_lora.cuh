@@ -375,14 +375,12 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
 
   // Split: publish this CTA's partial sums; the last CTA of the rows waits for the others and adds them: per group
   // the chunks' sums in order (fine) or the group's sum, then the groups in order.
-  __threadfence();
+  // (The barrier orders every thread's partial sums before thread 0's release at GPU scope, which is cumulative:
+  // the waiting CTA's acquire then sees them all; no fence per thread.)
   __syncthreads();
   u64* flags = p.flags + unit * p.splits;
   if (split + 1 < p.splits) {
-    if (tid == 0) {
-      __threadfence();
-      st_release_u64(flags + split, p.epoch);
-    }
+    if (tid == 0) st_release_u64(flags + split, p.epoch);
     return;
   }
   if (tid < split)  // a flag per thread (splits <= 32 chunks, src/programs/quant_lora.hpp): the waits overlap
