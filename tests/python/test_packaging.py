@@ -94,7 +94,8 @@ def test_cubin_wheel_for_one_arch_is_found_and_checked(tmp_path):
     assert subprocess.run([cli, "census", str(pkg), "--expect"], capture_output=True).returncode == 0
     # svdq finds it by itself and searches it first.
     probe = "import os, svdq; print(svdq.cubin_package); print(os.environ['SVDQ_AOT_DIR'])"
-    env = dict(os.environ, PYTHONPATH=str(site))
+    # (The site in front of whatever PYTHONPATH already holds: svdq itself may be installed through it.)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
     env.pop("SVDQ_AOT_DIR", None)
     lines = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout.split()
     assert lines[0] == str(pkg) and lines[1].split(":")[0] == str(pkg)
@@ -107,6 +108,6 @@ def test_cubin_wheel_for_one_arch_is_found_and_checked(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site2),
                     str(other / f"svdq_cubin_{tag}-0.0.1-py3-none-any.whl")], check=True)
     r = subprocess.run([sys.executable, "-W", "always", "-c", "import svdq; print(svdq.cubin_package)"],
-                       env=dict(env, PYTHONPATH=str(site2)), capture_output=True, text=True, check=True)
+                       env=dict(env, PYTHONPATH=env["PYTHONPATH"].replace(str(site), str(site2), 1)), capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "None"
     assert "does not match svdq" in r.stderr
