@@ -9,7 +9,7 @@ any sm_80+ GPU, with FlashInfer's function names and signatures:
 
 Arrays are torch CUDA tensors or CuPy arrays (through DLPack, no copies); results come back in the caller's type,
 computed on its current stream. With torch installed the ops are torch custom ops (torch.ops.svdq.*) with fake
-implementations. svdq.nn holds SVDQuantLinear and quantize_model; svdq.quant the host-side quantization of weights.
+implementations, which torch.compile traces; eager calls go straight to the library. svdq.nn holds SVDQuantLinear and quantize_model; svdq.quant the host-side quantization of weights.
 Kernels are compiled at first use with NVRTC and cached on disk (SVDQ_CACHE_DIR).
 """
 

@@ -87,6 +87,12 @@ def _torch_ops_ready(fn: str, x) -> bool:
     if x.device.type != "cuda":  # before the op: its own message would name DLPack's device code
         raise TypeError(f"{fn}: argument {_first_arg(fn)!r} is a torch tensor on {x.device}; svdq needs CUDA device "
                         "memory")
+    import torch
+
+    # Eager calls go straight to the library (the custom op's Python dispatch costs tens of µs of host time a call);
+    # under torch.compile / torch.export the registered op (with its fake implementation) is what gets traced.
+    if not torch.compiler.is_compiling():
+        return False
     from . import _torch_ops  # registers the ops on first use
 
     return _torch_ops.ready

@@ -9,6 +9,7 @@ import torch
 
 from . import _torch_ops  # noqa: F401  (registers torch.ops.svdq)
 from . import quant
+from ._api import svdquant_linear
 
 _Q = 448.0 * 6.0
 
@@ -108,8 +109,8 @@ class SVDQuantLinear(torch.nn.Module):
             l1_scaled = (self.l1.float() / alpha).to(torch.bfloat16)
         else:
             gs, alpha, l1_scaled = self.input_global_scale, self.alpha, self.l1_scaled
-        y = torch.ops.svdq.svdquant_linear(x2, self.qweight, self.wscales, alpha, self.pre_quant_scale,
-                                           self.l2t_smoothed, l1_scaled, gs, self.bias, -1)
+        y = svdquant_linear(x2, self.qweight, self.wscales, alpha, self.pre_quant_scale, self.l2t_smoothed, l1_scaled,
+                            gs, self.bias)
         return y.reshape(*lead, self.out_features)
 
 
