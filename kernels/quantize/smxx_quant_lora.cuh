@@ -5,8 +5,8 @@
 // A CTA takes 64 rows (16 per warp), one rank tile of at most 32 columns and a range of K chunks. Each warp copies its
 // own 16 rows of x (64-wide K tiles, whole 128-byte row segments per copy) into its slots of a cp.async ring of
 // STAGES slots; lane (g, t) reads back the whole 16-element block t of its rows g and g + 8, quantizes both blocks
-// alone (smxx_block16.cuh, no shuffles) and hands the same registers to the tensor cores as A fragments, with l2t
-// streaming through the same ring.
+// alone (smxx_block16.cuh, no shuffles) and hands the same registers to the tensor cores as A fragments; with d, l2t
+// streams through STAGES slots beside the x slots (one CTA barrier per K tile).
 //
 // d's arithmetic depends on K alone: K is cut into `chunks` chunks of `chunk_tiles` K tiles, and the chunks into
 // groups of `group_chunks` (both set by K). Each chunk is one tensor-core chain in K order; a group's sum is
