@@ -1,8 +1,8 @@
 """FlashInfer's Python signatures over svdq._C: arrays of any DLPack framework in, the caller's array type out.
 
-torch tensors run on torch's current stream (and, once ``svdq`` has registered its torch ops, go through them, so
-``torch.compile`` and CUDA graphs see one op); CuPy arrays on CuPy's current stream (BF16 tensors as ``uint16``
-arrays: CuPy has no bfloat16). Nothing is copied.
+torch tensors run on torch's current stream (under ``torch.compile`` / ``torch.export`` through svdq's registered
+torch ops, so the graph records one op; eager calls go straight to the library); CuPy arrays on CuPy's current stream
+(BF16 tensors as ``uint16`` arrays: CuPy has no bfloat16). Nothing is copied.
 """
 
 from __future__ import annotations
@@ -81,18 +81,19 @@ def _scale_shape(rows: int, k: int, layout: int):
     return (rows, k // 16)
 
 
-def _torch_ops_ready(fn: str, x) -> bool:
+def _use_torch_op(fn: str, x) -> bool:
+    """Whether this call goes through torch.ops.svdq: torch tensors under torch.compile / torch.export, where the
+    registered op (with its fake implementation) is what gets traced. Eager calls go straight to the library (the
+    custom op's Python dispatch costs tens of µs of host time a call), and _Alloc checks their device."""
     if _framework(x) != "torch":
+        return False
+    import torch
+
+    if not torch.compiler.is_compiling():
         return False
     if x.device.type != "cuda":  # before the op: its own message would name DLPack's device code
         raise TypeError(f"{fn}: argument {_first_arg(fn)!r} is a torch tensor on {x.device}; svdq needs CUDA device "
                         "memory")
-    import torch
-
-    # Eager calls go straight to the library (the custom op's Python dispatch costs tens of µs of host time a call);
-    # under torch.compile / torch.export the registered op (with its fake implementation) is what gets traced.
-    if not torch.compiler.is_compiling():
-        return False
     from . import _torch_ops  # registers the ops on first use
 
     return _torch_ops.ready
@@ -105,7 +106,7 @@ def mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias=None, out=None, enabl
     (device), d bfloat16 [M, r], l1 bfloat16 [N, r], bias bfloat16 [N] or None; returns out bfloat16 [M, N] (or
     writes `out`)."""
     pdl = _pdl(enable_pdl)
-    if _torch_ops_ready("mm_nvfp4_svdquant", a):
+    if _use_torch_op("mm_nvfp4_svdquant", a):
         import torch
 
         if out is None:
@@ -123,7 +124,7 @@ def _quantize(fn, x, pqs, global_scale, layout, enable_pdl):
     lay = _layout(layout)
     pdl = _pdl(enable_pdl)
     del pdl  # one launch, nothing to overlap with
-    if _torch_ops_ready(fn, x):
+    if _use_torch_op(fn, x):
         import torch
 
         return torch.ops.svdq.nvfp4_quantize(x, pqs, global_scale, lay)
@@ -152,7 +153,7 @@ def svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smooth
     """The whole SVDQuant layer, y = (x * pqs) @ (R + L1 L2).T + bias, from bfloat16 x [M, K]: one pass over x
     (NVFP4 codes and scales of x * pqs, d = x @ l2t_smoothed), then the fused GEMM. Returns bfloat16 [M, N]."""
     pdl = _pdl(enable_pdl)
-    if _torch_ops_ready("svdquant_linear", x):
+    if _use_torch_op("svdquant_linear", x):
         import torch
 
         return torch.ops.svdq.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed,
