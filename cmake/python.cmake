@@ -6,7 +6,7 @@ execute_process(COMMAND "${Python_EXECUTABLE}" -m nanobind --cmake_dir OUTPUT_VA
 find_package(nanobind CONFIG REQUIRED)
 # The stable ABI (one wheel for CPython >= 3.12) where the interpreter allows it; nanobind builds a
 # version-specific extension for 3.10 / 3.11.
-nanobind_add_module(_C STABLE_ABI NB_STATIC src/python/svdq_ext.cpp)
+nanobind_add_module(_C STABLE_ABI NB_STATIC src/python/svdq_ext.cpp src/python/arrays.cpp)
 target_include_directories(_C PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(_C PRIVATE svdq)
 # The C++ runtime linked in and every symbol but the module's entry point kept private: exported, they would bind to

@@ -1,8 +1,9 @@
 """FlashInfer's Python signatures over svdq._C: arrays of any DLPack framework in, the caller's array type out.
 
 torch tensors run on torch's current stream (under ``torch.compile`` / ``torch.export`` through svdq's registered
-torch ops, so the graph records one op; eager calls go straight to the library); CuPy arrays on CuPy's current stream
-(BF16 tensors as ``uint16`` arrays: CuPy has no bfloat16). Nothing is copied.
+torch ops, so the graph records one op; eager calls go straight to the library, which reads the tensors, allocates the
+outputs and finds the stream through torch's DLPack C exchange table); CuPy arrays on CuPy's current stream (BF16
+tensors as ``uint16`` arrays: CuPy has no bfloat16). Nothing is copied.
 """
 
 from __future__ import annotations
@@ -71,6 +72,18 @@ class _Alloc:
             return self.cupy.empty(shape, dtype=t)
 
 
+_NATIVE = {}  # array type -> whether svdq._C allocates outputs and finds the stream for it
+
+
+def _native(x) -> bool:
+    """Whether x's framework has a DLPack C exchange table (torch >= 2.10): then svdq._C takes the call whole."""
+    t = type(x)
+    r = _NATIVE.get(t)
+    if r is None:
+        r = _NATIVE[t] = _C.has_exchange_api(x)
+    return r
+
+
 def _first_arg(fn: str) -> str:
     return {"mm_nvfp4_svdquant": "a"}.get(fn, "x")
 
@@ -113,6 +126,8 @@ def mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias=None, out=None, enabl
             return torch.ops.svdq.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, pdl)
         torch.ops.svdq.mm_nvfp4_svdquant_out(a, b, a_sf, b_sf, alpha, d, l1, bias, out, pdl)
         return out
+    if _native(a):
+        return _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, None, pdl)
     alloc = _Alloc("mm_nvfp4_svdquant", a)
     if out is None:
         out = alloc.empty((a.shape[0], b.shape[0]), "bf16")
@@ -128,6 +143,8 @@ def _quantize(fn, x, pqs, global_scale, layout, enable_pdl):
         import torch
 
         return torch.ops.svdq.nvfp4_quantize(x, pqs, global_scale, lay)
+    if _native(x):
+        return _C.nvfp4_quantize(x, pqs, global_scale, None, None, lay, None)
     alloc = _Alloc(fn, x)
     m, k = x.shape[0], x.shape[1]
     xq = alloc.empty((m, k // 2), "u8")
@@ -158,6 +175,9 @@ def svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smooth
 
         return torch.ops.svdq.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed,
                                               l1_scaled, global_scale, bias, pdl)
+    if _native(x):
+        return _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled,
+                                  global_scale, bias, None, None, None, pdl)
     alloc = _Alloc("svdquant_linear", x)
     m, k = x.shape[0], x.shape[1]
     out = alloc.empty((m, weight_fp4.shape[0]), "bf16")

@@ -26,12 +26,17 @@ if torch is not None and hasattr(torch, "library") and hasattr(torch.library, "c
     from . import _C
     from ._api import _scale_shape
 
+    # torch with a DLPack C exchange table (>= 2.10): svdq._C allocates the outputs and finds the current stream.
+    _NATIVE = _C.has_exchange_api(torch.empty(0))
+
     def _stream(t: Tensor) -> int:
         return torch.cuda.current_stream(t.device).cuda_stream
 
     @torch.library.custom_op("svdq::mm_nvfp4_svdquant", mutates_args=())
     def mm_nvfp4_svdquant(a: Tensor, b: Tensor, a_sf: Tensor, b_sf: Tensor, alpha: Tensor, d: Tensor, l1: Tensor,
                           bias: Optional[Tensor], pdl: int) -> Tensor:
+        if _NATIVE:
+            return _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, None, None, pdl)
         out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16, device=a.device)
         _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, _stream(a), pdl)
         return out
@@ -43,7 +48,7 @@ if torch is not None and hasattr(torch, "library") and hasattr(torch.library, "c
     @torch.library.custom_op("svdq::mm_nvfp4_svdquant_out", mutates_args=("out",))
     def mm_nvfp4_svdquant_out(a: Tensor, b: Tensor, a_sf: Tensor, b_sf: Tensor, alpha: Tensor, d: Tensor, l1: Tensor,
                               bias: Optional[Tensor], out: Tensor, pdl: int) -> None:
-        _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, _stream(a), pdl)
+        _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, None if _NATIVE else _stream(a), pdl)
 
     @mm_nvfp4_svdquant_out.register_fake
     def _(a, b, a_sf, b_sf, alpha, d, l1, bias, out, pdl):
@@ -52,6 +57,8 @@ if torch is not None and hasattr(torch, "library") and hasattr(torch.library, "c
     @torch.library.custom_op("svdq::nvfp4_quantize", mutates_args=())
     def nvfp4_quantize(x: Tensor, pre_quant_scale: Optional[Tensor], global_scale: Tensor,
                        layout: int) -> Tuple[Tensor, Tensor]:
+        if _NATIVE:
+            return _C.nvfp4_quantize(x, pre_quant_scale, global_scale, None, None, layout, None)
         m, k = x.shape[0], x.shape[1]
         xq = torch.empty((m, k // 2), dtype=torch.uint8, device=x.device)
         sf = torch.empty(_scale_shape(m, k, layout), dtype=torch.uint8, device=x.device)
@@ -67,6 +74,9 @@ if torch is not None and hasattr(torch, "library") and hasattr(torch.library, "c
     def svdquant_linear(x: Tensor, weight_fp4: Tensor, weight_sf: Tensor, alpha: Tensor, pre_quant_scale: Tensor,
                         l2t_smoothed: Tensor, l1_scaled: Tensor, global_scale: Tensor, bias: Optional[Tensor],
                         pdl: int) -> Tensor:
+        if _NATIVE:
+            return _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled,
+                                      global_scale, bias, None, None, None, pdl)
         m, k = x.shape[0], x.shape[1]
         out = torch.empty((m, weight_fp4.shape[0]), dtype=torch.bfloat16, device=x.device)
         ws = torch.empty((_C.svdquant_linear_workspace_size(m, k, l2t_smoothed.shape[1]),), dtype=torch.uint8,

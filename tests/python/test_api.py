@@ -72,10 +72,17 @@ def test_host_arrays_are_refused_by_the_binding_itself():
     f = np.ones(1, np.float32)
     x = np.zeros((128, 64), np.uint16)
     out = np.zeros((128, 128), np.uint16)
-    with pytest.raises(TypeError, match=r"mm_nvfp4_svdquant: argument 'a' is in host memory .* needs CUDA device memory"):
+    with pytest.raises(TypeError, match=r"mm_nvfp4_svdquant: argument 'a' is a numpy.ndarray in host memory; svdq needs CUDA device memory"):
         _C.mm_nvfp4_svdquant(a, a, a, a, f, x, x, None, out, 0)
-    with pytest.raises(TypeError, match=r"svdquant_linear: argument 'x' is in host memory"):
+    with pytest.raises(TypeError, match=r"svdquant_linear: argument 'x' is a numpy.ndarray in host memory"):
         _C.svdquant_linear(x, a, a, f, x[0], x, x, f, None, out, a, 0)
+
+
+def test_non_arrays_are_type_errors_naming_the_argument():
+    a = np.zeros((128, 32), np.uint8)
+    with pytest.raises(TypeError, match=r"nvfp4_quantize: argument 'x' is a builtins.str, not an array"):
+        _C.nvfp4_quantize("x", None, a, None, None, 0, 0)
+    assert _C.has_exchange_api(a) is False  # NumPy goes through __dlpack__
 
 
 def test_enable_pdl_must_be_a_bool():

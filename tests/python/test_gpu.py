@@ -178,11 +178,22 @@ def test_cupy_arrays_round_trip():
     assert np.array_equal(cupy.asnumpy(yc), y.view(torch.int16).cpu().numpy().view(np.uint16))
 
 
-@needs_torch_gpu
+@needs_torch
 def test_host_tensors_are_refused():
+    # (through torch's DLPack C exchange table where torch has one, else through the Python-side check)
     x = torch.zeros((128, 64), dtype=torch.bfloat16)
-    with pytest.raises(TypeError, match="torch tensor on cpu; svdq needs CUDA device memory"):
+    msg = r"argument 'x' is a torch(\.Tensor in host memory| tensor on cpu); svdq needs CUDA device memory"
+    with pytest.raises(TypeError, match="nvfp4_quantize: " + msg):
         svdq.nvfp4_quantize(x, torch.ones(1))
+    with pytest.raises(TypeError, match="svdquant_linear: " + msg):
+        svdq.svdquant_linear(x, x, x, x, x, x, x, x)
+
+
+@needs_torch
+def test_torch_arrays_take_the_exchange_table_where_torch_has_one():
+    table = any(hasattr(torch.Tensor, n) for n in ("__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"))
+    assert svdq._C.has_exchange_api(torch.zeros(1)) == table
+    assert svdq._C.has_exchange_api(torch.nn.Parameter(torch.zeros(1))) == table  # subclasses inherit it
 
 
 @needs_torch
