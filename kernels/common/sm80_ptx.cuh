@@ -12,6 +12,7 @@ template <int N>
 SVDQ_DEV void cp_async_wait() {}
 SVDQ_DEV void ldmatrix_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) { svdq_emu::ldmatrix(addr, 4, false, &r0, &r1, &r2, &r3); }
 SVDQ_DEV void mma_bf16_16816(float* c, const u32* a, u32 b0, u32 b1) { svdq_emu::mma_bf16_16816(c, a, b0, b1); }
+SVDQ_DEV void mma_f16_16816(float* c, const u32* a, u32 b0, u32 b1) { svdq_emu::mma_f16_16816(c, a, b0, b1); }
 SVDQ_DEV u32 hmul2_u32(u32 a, u32 b) { return svdq_emu::hmul2(a, b); }
 }  // namespace svdq_k
 #else

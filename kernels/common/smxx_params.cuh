@@ -17,6 +17,18 @@ struct MmParams {
   i64 m, n, k, rank;
 };
 
+// The decode GEMV program (kernels/portable/smxx_svdq_gemv.cuh): the op's operands, A as its FP16 copy, and the split
+// of K over CTAs (per unit of weight rows: `splits` CTAs of `chunks_per_split` 128-K chunks; with splits > 1 their
+// FP32 sums in `part` and flags set to `epoch`, unique per launch, so the scratch needs no clearing).
+struct GemvParams {
+  MmParams mm;
+  const u16* a16;  // FP16 [M, K]: deq(a) x 2^-7 in smxx_dequant_fp16's order
+  float* part;
+  u64* flags;
+  u64 epoch;
+  int splits, chunks_per_split;
+};
+
 // A TMA tensor map (CUtensorMap) as the kernel sees it: 128 opaque bytes, 64-byte aligned, passed in a
 // __grid_constant__ parameter so its address is a parameter-space address the TMA unit can read.
 struct alignas(64) TmaDesc {

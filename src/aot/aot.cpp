@@ -38,7 +38,8 @@ void write_file_atomic(const fs::path& path, const void* data, size_t size) {
 
 std::map<std::string, int64_t> build_params(const registry::Build& b) {
   std::map<std::string, int64_t> p{{"threads", b.threads}, {"smem_bytes", b.smem_bytes}, {"min_cc", b.min_cc}};
-  if (b.program == registry::Program::PortableGemm || b.program == registry::Program::SmxxDecode) {
+  if (b.program == registry::Program::PortableGemm || b.program == registry::Program::SmxxDecode ||
+      b.program == registry::Program::SmxxGemv) {
     p["bm"] = b.bm;
     p["bn"] = b.bn;
     p["stages"] = b.stages;

@@ -67,6 +67,7 @@ void launch_mm(const jit::DeviceTarget& dev, const MmRoute& route, const router:
   switch (build.program) {
     case registry::Program::Sm90Ws: launch_sm90_ws(L); return;
     case registry::Program::Sm90SwapA16: launch_sm90_swap_a16(L); return;
+    case registry::Program::SmxxGemv: launch_smxx_gemv(L); return;
     case registry::Program::PortableGemm:
     case registry::Program::SmxxDecode: launch_kernel(build, dev, gx, gy, stream, &p); return;
     default: break;

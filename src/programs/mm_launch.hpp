@@ -23,5 +23,6 @@ struct MmLaunch {
 
 void launch_sm90_ws(const MmLaunch& L);
 void launch_sm90_swap_a16(const MmLaunch& L);
+void launch_smxx_gemv(const MmLaunch& L);  // programs/gemv.cpp
 
 }  // namespace svdq::programs

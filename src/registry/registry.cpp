@@ -21,6 +21,7 @@ const char* program_name(Program p) {
     case Program::Sm90SwapA16: return "sm90_svdq_swap_a16";
     case Program::SmxxDecode: return "smxx_svdq_decode";
     case Program::QuantLora: return "smxx_quant_lora";
+    case Program::SmxxGemv: return "smxx_svdq_gemv";
   }
   return "unknown";
 }
@@ -35,6 +36,7 @@ std::string derived_id(const Build& b) {
       const int warps = b.threads / 32;
       return "smxx_decode" + n("m", b.bm) + n("j", b.bn / 8 / warps) + n("w", warps) + n("s", b.stages);
     }
+    case Program::SmxxGemv: return "smxx_gemv" + n("m", b.bm) + n("n", b.bn) + n("w", b.threads / 32) + n("d", b.stages);
     case Program::Sm90SwapA16:
       return "sm90_swap" + n("m", b.bm) + n("s", b.stages) +
              (b.dq_warps > 0 ? n("dq", b.dq_warps) + n("t", b.tile_bufs) : b.tile_bufs == 0 ? "_rs" : "_ss") +
@@ -153,6 +155,18 @@ Build decode(int mt, int jt, int warps, int stages) {
   return b;
 }
 
+// Mirrors SmxxGemvConfig in kernels/portable/smxx_svdq_gemv.cuh (the rendered unit static_asserts the size): each
+// warp's FP32 sums for the CTA's fixed-order addition.
+Build gemv(int mt, int nt, int warps, int depth) {
+  Build b = simple(Program::SmxxGemv, 32 * warps);
+  b.bm = 8 * nt;
+  b.bn = 16 * mt;
+  b.stages = depth;
+  b.tile_bufs = 0;
+  b.smem_bytes = int64_t(warps) * mt * nt * 4 * 32 * 4;
+  return b;
+}
+
 // Mirrors QuantLoraConfig in kernels/quantize/smxx_quant_lora.cuh (the rendered unit static_asserts the size).
 Build quant_lora(int stages) {
   Build b = simple(Program::QuantLora, 128);
@@ -237,6 +251,7 @@ std::vector<Build> make_builds() {
       sm90_swap_a16(72, 16, false, 8, 4),
       sm90_swap_a16(24, 16, false, 8, 4),
       decode(1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
+      gemv(1, 2, 4, 3),
       // The FP16-B build of 128x128 tiles: one wave of them where 128x256 tiles would take as many waves.
       sm90_ws(128, 8, 6),
       // The pairs forms (lean dequantization in the pairs order, B's copy by smxx_dequant_fp16_pairs; the reasons and
@@ -335,6 +350,12 @@ std::string Build::description() const {
            << (tile_bufs == 0 ? "RS fragments" : "2 FP16 tiles (SS wgmma)") << ", ";
       os << smem_bytes / 1024 << " KiB smem, sm_90a only";
       break;
+    case Program::SmxxGemv:
+      os << "decode-sized M: mma.sync GEMV with the weights as the m16 operand, " << bn << " weight rows x " << bm
+         << " activation rows (the FP16 copy) per CTA, K split over its " << threads / 32
+         << " warps and over CTAs (FP32 sums added in a fixed order), each lane loading its weights " << stages
+         << " 128-K chunks ahead into registers, sm_" << min_cc << "+";
+      break;
     case Program::SmxxDecode:
       os << "decode-sized M: mma.sync GEMM, " << bm << " activation rows x " << bn << " weight rows per CTA (" << bn / (threads / 32) << " per warp, "
          << "dequantized in registers from a " << stages << "-slot cp.async ring per warp; activations dequantized per 256-K "
@@ -388,13 +409,13 @@ bool toolkit_supports(const Build& b, int nvrtc, std::string* why) {
 
 bool is_gemm(const Build& b) {
   return b.program == Program::PortableGemm || b.program == Program::Sm90Ws || b.program == Program::Sm90SwapA16 ||
-         b.program == Program::SmxxDecode;
+         b.program == Program::SmxxDecode || b.program == Program::SmxxGemv;
 }
 
 bool is_sm90a_program(Program p) { return p == Program::Sm90Ws || p == Program::Sm90SwapA16; }
 
 
-bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16; }
+bool needs_fp16_a(const Build& b) { return b.program == Program::Sm90SwapA16 || b.program == Program::SmxxGemv; }
 bool needs_fp16_b(const Build& b) { return b.program == Program::Sm90Ws; }
 
 const Build& dequant_fp16_for(const Build& gemm) {
@@ -503,6 +524,17 @@ std::string render(const Build& b) {
       if (b.dq_warps > 0)
         targs += ", " + std::to_string(b.dq_warps) + ", " + std::to_string(b.tile_bufs) + (b.fused ? ", true" : ", false");
       render_sm90_unit(os, b, "sm90_svdq_swap_a16.cuh", "Sm90SwapA16Config", "sm90_svdq_swap_a16", targs);
+      break;
+    }
+    case Program::SmxxGemv: {
+      const std::string targs = std::to_string(b.bn / 16) + ", " + std::to_string(b.bm / 8) + ", " +
+                                std::to_string(b.threads / 32) + ", " + std::to_string(b.stages);
+      os << "#include \"portable/smxx_svdq_gemv.cuh\"\n"
+         << "static_assert(svdq_k::SmxxGemvConfig<" << targs << ">::kSmem == " << b.smem_bytes
+         << ", \"registry smem_bytes differs from the kernel's\");\n"
+         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
+         << "(const svdq_k::GemvParams p) {\n"
+         << "  svdq_k::smxx_svdq_gemv<" << targs << ">(p);\n}\n";
       break;
     }
     case Program::SmxxDecode: {

@@ -19,6 +19,7 @@ enum class Program : int {
   Sm90SwapA16 = 7,
   SmxxDecode = 9,  // decode-sized M, any sm_80+: mma.sync, 8 weight rows per warp, in-register weight dequant
   QuantLora = 10,  // one pass over x: NVFP4 codes and scales, and d = x @ l2t on tensor cores (either alone too)
+  SmxxGemv = 11,   // decode-sized M, any sm_80+: mma.sync with the weights as the m16 operand, K split (default mode)
 };
 const char* program_name(Program p);
 
@@ -35,6 +36,8 @@ struct Build {
   // the depth of the dequant warps' FP16 tile ring (a multiple of 4: one share per team).
   // SmxxDecode: bm = activation rows per CTA (16 or 32), bn = weight rows per CTA (8 or 16 per warp: threads / 32
   // warps), stages = the depth of each warp's cp.async ring of 256-K weight slots.
+  // SmxxGemv: bm = activation rows per CTA (8 or 16), bn = weight rows per CTA (16 or 32, every warp the same rows,
+  // K split over them), stages = 128-K chunks each lane keeps in flight.
   int bm = 128, bn = 128, stages = 4, tile_bufs = 1;
   // Sm90SwapA16: 0 = the consumer warpgroup dequantizes B (one producer warp); 8 = 8 warps in 4 teams taking the K
   // tiles in turn write FP16 B tiles for it (4 producer warps taking the slots in turn, 2 K tiles per consumer step).

@@ -128,10 +128,11 @@ inline float bf16f(uint32_t h) {
   return f;
 }
 
-// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, D = A B + C: g = lane / 4, t = lane % 4;
+// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32, D = A B + C: g = lane / 4, t = lane % 4;
 // A: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..); B: b0 (k 2t..2t+1, n g), b1 (k 2t+8.., n g);
 // C / D: c0 c1 (g, 2t..2t+1), c2 c3 (g+8, 2t..2t+1).
-inline void mma_bf16_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+template <float (*Cvt)(uint32_t)>
+void mma_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
   Warp& w = warp();
   const unsigned l = lane();
   for (int i = 0; i < 4; ++i) w.a[l][i] = a[i];
@@ -143,13 +144,13 @@ inline void mma_bf16_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1
     const unsigned g = q / 4, t = q % 4;
     const unsigned rows[4] = {g, g + 8, g, g + 8}, cols[4] = {2 * t, 2 * t, 2 * t + 8, 2 * t + 8};
     for (int i = 0; i < 4; ++i) {
-      A[rows[i]][cols[i]] = bf16f(w.a[q][i]);
-      A[rows[i]][cols[i] + 1] = bf16f(w.a[q][i] >> 16);
+      A[rows[i]][cols[i]] = Cvt(w.a[q][i]);
+      A[rows[i]][cols[i] + 1] = Cvt(w.a[q][i] >> 16);
     }
-    B[2 * t][g] = bf16f(w.b[q][0]);
-    B[2 * t + 1][g] = bf16f(w.b[q][0] >> 16);
-    B[2 * t + 8][g] = bf16f(w.b[q][1]);
-    B[2 * t + 9][g] = bf16f(w.b[q][1] >> 16);
+    B[2 * t][g] = Cvt(w.b[q][0]);
+    B[2 * t + 1][g] = Cvt(w.b[q][0] >> 16);
+    B[2 * t + 8][g] = Cvt(w.b[q][1]);
+    B[2 * t + 9][g] = Cvt(w.b[q][1] >> 16);
   }
   w.bar.arrive_and_wait();
   const unsigned g = l / 4, t = l % 4;
@@ -160,6 +161,9 @@ inline void mma_bf16_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1
     c[i] = acc;
   }
 }
+inline void mma_bf16_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) { mma_16816<bf16f>(c, a, b0, b1); }
+inline float f16f(uint32_t h);
+inline void mma_f16_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) { mma_16816<f16f>(c, a, b0, b1); }
 
 template <class T>
 T shuffle(uint32_t mask, T v, unsigned src_lane) {
@@ -278,8 +282,7 @@ inline void launch(unsigned grid, int threads, int64_t smem_bytes, const std::fu
 #define threadIdx (::svdq_emu::thread_idx())
 #define blockIdx (::svdq_emu::block_idx())
 #define __syncthreads() ::svdq_emu::syncthreads()
-// The model's warp barrier is the CTA's: the programs it runs call __syncwarp in every warp alike.
-#define __syncwarp() ::svdq_emu::syncthreads()
+#define __syncwarp() ::svdq_emu::warp().bar.arrive_and_wait()
 #define __threadfence() std::atomic_thread_fence(std::memory_order_seq_cst)
 template <class T>
 T __shfl_xor_sync(uint32_t mask, T v, int lane_mask) {
