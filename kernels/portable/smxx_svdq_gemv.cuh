@@ -61,7 +61,10 @@ SVDQ_DEV u32 ld_nc_u32(const void* p) {
   asm volatile("ld.global.nc.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
   return v;
 }
-SVDQ_DEV void gemv_release(u64* p, u64 v) { asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory"); }
+SVDQ_DEV void gemv_release(u64* p, u64 v) {
+  perturb_timing();
+  asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
 SVDQ_DEV u64 gemv_acquire(const u64* p) {
   u64 v;
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
@@ -174,6 +177,7 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {
       if (i0 + d < mine) {
+        perturb_timing();  // (SVDQ_PERTURB builds only: pauses that reorder the warps and CTAs)
         // Scales of this lane's two K blocks per row, as FP16x2 broadcasts s x 2^7 (a NaN code gives NaN).
         u32 s_lo[MT][2], s_hi[MT][2];
 #pragma unroll

@@ -412,6 +412,8 @@ bool is_gemm(const Build& b) {
          b.program == Program::SmxxDecode || b.program == Program::SmxxGemv;
 }
 
+bool canonical_order(const Build& b) { return is_gemm(b) && b.program != Program::SmxxGemv; }
+
 bool is_sm90a_program(Program p) { return p == Program::Sm90Ws || p == Program::Sm90SwapA16; }
 
 

@@ -89,6 +89,10 @@ bool runs_on_cc(const Build& b, int cc);  // min_cc <= cc <= max_cc
 bool toolkit_supports(const Build& b, int nvrtc, std::string* why = nullptr);
 // Kernels whose output is a GEMM (the router's candidates).
 bool is_gemm(const Build& b);
+// GEMM builds whose arithmetic is SPEC §1's canonical order (K tiles of 64 in order, k16 steps in order, then the rank
+// steps): every such build gives the same bytes, whatever M. The others (the GEMV's K split) are run-to-run
+// deterministic with their own fixed order, which depends on the shape.
+bool canonical_order(const Build& b);
 // Programs that exist only as sm_90a code (wgmma, setmaxnreg): their builds run on exactly CC 9.0.
 bool is_sm90a_program(Program p);
 // GEMM builds whose launch is preceded by a smxx_dequant_fp16 launch writing an FP16 copy of deq(A) (or of deq(B))

@@ -229,15 +229,15 @@ void expect_builds_agree(const Shape& s, uint64_t seed, const std::vector<std::s
   }
 }
 
-// Every GEMM build usable on this device (portable and sm_90a alike), forced in turn, gives the same bytes
-// (SPEC §1 determinism contract).
+// Every GEMM build of the canonical order usable on this device (portable and sm_90a alike), forced in turn, gives
+// the same bytes (SPEC §1 determinism contract, batch-invariant order).
 TEST(GpuMmDeterminism, AllBuildsAgreeBitwise) {
   SVDQ_REQUIRE_GPU();
   const svdq::DeviceInfo info = svdq::current_device_info();
   const int cc = info.cc_major * 10 + info.cc_minor;
   std::vector<std::string> ids;
   for (const svdq::registry::Build* b : svdq::registry::usable_builds(cc))
-    if (svdq::registry::is_gemm(*b)) ids.push_back(b->id);
+    if (svdq::registry::canonical_order(*b)) ids.push_back(b->id);
   ASSERT_GE(ids.size(), cc == 90 ? 5u : 1u);
   for (const Shape& s : {make_shape(129, 3072, 3072, 96, true), make_shape(1, 4096, 12288, 32, false),
                          make_shape(1000, 3072, 3072, 256, true), make_shape(130, 160, 96, 48, true),
@@ -274,6 +274,45 @@ TEST(GpuMmDecode, BuildsAgreeWithTheOthersAndTheReference) {
     check_against_reference(make_shape(3, 3072, 3072, 96, true), test_seed(2008));
     check_against_reference(make_shape(16, 4096, 96, 16, false), test_seed(2009));
   }
+}
+
+// The decode GEMV (any sm_80+ GPU; its own fixed order: K split over warps and CTAs) on decode shapes and their edges
+// (M past its 16-row units, K tails of 32 and partial 128-K chunks, ranks off the 64-wide groups, splits from 1 to
+// many): within SPEC §1's bar against the FP64 reference, and the same bytes three runs in a row (recycled scratch)
+// and with SVDQ_PERTURB's pauses at its hand-offs (the split flags).
+TEST(GpuMmGemv, MeetsTheBarAndKeepsItsBytesWhateverTheTiming) {
+  SVDQ_REQUIRE_GPU();
+  const svdq::DeviceInfo info = svdq::current_device_info();
+  const int cc = info.cc_major * 10 + info.cc_minor;
+  struct Restore {
+    ~Restore() { svdq::registry::testing::set_perturbed_timing(false); }
+  } restore;
+  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
+  int gemv = 0;
+  for (const svdq::registry::Build* b : svdq::registry::usable_builds(cc)) {
+    if (b->program != svdq::registry::Program::SmxxGemv) continue;
+    ++gemv;
+    force.set(b->id);
+    for (const Shape& s : {make_shape(1, 4096, 4096, 32, false), make_shape(16, 3072, 3072, 256, true),
+                           make_shape(17, 3072, 3104, 16, false), make_shape(5, 4096, 14336, 128, true),
+                           make_shape(3, 64, 96, 48, true), make_shape(1, 28672, 4096, 64, false)}) {
+      SCOPED_TRACE(b->id + ", " + s.str());
+      check_against_reference(s, seed_for(s, 2012));
+      Problem p(s, seed_for(s, 2013));
+      const auto where = output_cell(s.n);
+      svdq::registry::testing::set_perturbed_timing(false);
+      p.poison_output();
+      p.run();
+      const std::vector<uint16_t> ref = p.download_output();
+      for (int run = 0; run < 4; ++run) {
+        svdq::registry::testing::set_perturbed_timing(run >= 2);
+        p.poison_output();
+        p.run();
+        EXPECT_TRUE(same_bytes(p.download_output(), ref, where)) << "run " << run << (run >= 2 ? " (perturbed)" : "");
+      }
+    }
+  }
+  EXPECT_GE(gemv, 1);
 }
 
 // Every sm_90a build gives the same bytes on every shape of the default suite (issue #3's determinism contract;
