@@ -7,7 +7,8 @@
 // weights' streaming time if enough loads are in flight and the instructions per weight byte are few. As the m16
 // operand a lane converts 8 weights per mma (as the n8 operand 4), and no shared memory or barrier stands in the K
 // loop: each lane loads its own 16 code bytes of rows g and g + 8 (32 K each) straight into registers, DEPTH 128-K
-// chunks ahead, and its activation words from L2 (the FP16 copy is M x K x 2 bytes, read by every CTA).
+// chunks ahead, and its activation words from L2 two chunks ahead (the FP16 copy is M x K x 2 bytes, read by every
+// CTA).
 //
 // K order: the tensor cores take the k16 slots in any order as long as both operands agree. Chunk c of 128 K: lane
 // (g, t) holds K 32t..32t+31 of its rows, code words u = 0..3 (K 32t + 8u ..); step s = 2u + v gives k slots 2t, 2t+1
@@ -36,7 +37,7 @@ struct SmxxGemvConfig {
   static_assert(MT == 1 || MT == 2, "gemv: 16 or 32 weight rows per warp");
   static_assert(NT == 1 || NT == 2, "gemv: 8 or 16 activation rows");
   static_assert(W >= 1 && W <= 16, "gemv: 1..16 warps");
-  static_assert(DEPTH >= 1 && DEPTH <= 8, "gemv: 1..8 chunks in flight");
+  static_assert(DEPTH >= 2 && DEPTH <= 8 && DEPTH % 2 == 0, "gemv: 2, 4, 6 or 8 chunks in flight");
 };
 
 #if defined(SVDQ_EMU)
@@ -127,7 +128,9 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
   const u32 sc_sel = (2 * t) % 4 == 0 ? 0x4140u : 0x4342u;  // bytes (blk 2t, 0, blk 2t + 1, 0) of the scale word
 
   u32 q[DEPTH][MT][2][4], sc[DEPTH][MT][2];
-  uint4 a[DEPTH][NT][4];
+  // Activations two chunks deep (L2 hits, their latency is shorter than the weights'): chunk i in slot i % 2, which
+  // is d % 2 for the d-th chunk of each group of DEPTH (DEPTH even).
+  uint4 a[2][NT][4];
   const auto in_k = [&](int i_chunk) {
     return i_chunk < mine && static_cast<i64>(c_begin + warp + i_chunk * W) * 128 + 32 * t < p.k;
   };
@@ -171,8 +174,8 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
 #if !defined(SVDQ_EMU) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-#pragma unroll
-  for (int d = 0; d < DEPTH; ++d) load_a(d, d);
+  load_a(0, 0);
+  load_a(1, 1);
   for (int i0 = 0; i0 < mine; i0 += DEPTH) {
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {
@@ -203,13 +206,14 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
             }
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
-              const u32 b0 = v == 0 ? a[d][j][u].x : a[d][j][u].z, b1 = v == 0 ? a[d][j][u].y : a[d][j][u].w;
+              const uint4& aw = a[d % 2][j][u];
+              const u32 b0 = v == 0 ? aw.x : aw.z, b1 = v == 0 ? aw.y : aw.w;
 #pragma unroll
               for (int i = 0; i < MT; ++i) mma_f16_16816(acc[i][j], af[i], b0, b1);
             }
           }
         load_w(d, i0 + d + DEPTH);
-        load_a(d, i0 + d + DEPTH);
+        load_a(d % 2, i0 + d + 2);
       }
     }
   }

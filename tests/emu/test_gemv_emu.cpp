@@ -130,8 +130,8 @@ TEST_P(GemvEmu, OutputsMeetTheBarUnsplitAndSplit) {
   const Problem pr = make(c.m, c.n, c.k, c.r, c.bias, static_cast<uint64_t>(c.m * 7919 + c.k * 31 + c.r));
   int s_one = 0, s_many = 0;
   // No warps wanted beyond one per unit: no split; 32 per SM of 132: as many splits as K allows.
-  const std::vector<uint16_t> one = run<1, 2, 4, 3>(pr, 132, 0, &s_one);
-  const std::vector<uint16_t> many = run<1, 2, 4, 3>(pr, 132, 32, &s_many);
+  const std::vector<uint16_t> one = run<1, 2, 4, 4>(pr, 132, 0, &s_one);
+  const std::vector<uint16_t> many = run<1, 2, 4, 4>(pr, 132, 32, &s_many);
   EXPECT_EQ(s_one, 1);
   expect_within_bar(pr, one);
   expect_within_bar(pr, many);
