@@ -58,6 +58,13 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
 // Size in bytes of a scale buffer for `rows` rows and K columns in `layout`.
 int64_t scale_buffer_bytes(int64_t rows, int64_t k, ScaleLayout layout);
 
+// SPEC §1 batch-invariant mode, process-wide: while on, every call routes only programs of the canonical order, so an
+// output row does not depend on M or on the other rows (bitwise). Off by default, where faster programs whose K
+// split depends on the shape may be routed (always run-to-run deterministic). SVDQ_BATCH_INVARIANT=1 turns it on at
+// start.
+void set_batch_invariant(bool on);
+bool batch_invariant();
+
 // Device facts and the programs this device can use (for `svdq info`).
 struct DeviceInfo {
   int ordinal = -1;

@@ -49,6 +49,7 @@ SVDQ_DEV float gemv_ld_cg(const float* p) { return *p; }
 SVDQ_DEV float gemv_fma(float a, float b, float c) { return std::fma(a, b, c); }
 SVDQ_DEV float gemv_mul(float a, float b) { return a * b; }
 SVDQ_DEV u16 gemv_bf16(float v) { return static_cast<u16>(bf16_from_float(v)); }
+SVDQ_DEV void gemv_prefetch_l2(const void*) {}
 #else
 SVDQ_DEV uint4 ld_nc_v4(const void* p) {  // streamed once: no L1 allocation
   uint4 v;
@@ -76,6 +77,7 @@ SVDQ_DEV float gemv_ld_cg(const float* p) {  // another CTA's partial sums: thro
   asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
   return v;
 }
+SVDQ_DEV void gemv_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 SVDQ_DEV float gemv_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 SVDQ_DEV float gemv_mul(float a, float b) { return __fmul_rn(a, b); }
 SVDQ_DEV u16 gemv_bf16(float v) {  // the rounding of store_fragment (cvt.rn.bf16x2.f32)
@@ -176,6 +178,15 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
 #endif
   load_a(0, 0);
   load_a(1, 1);
+  // The epilogue's l1 and d rows (warp 0 of the last split runs it) into L2 meanwhile: a lane per 32-byte sector.
+  if (warp == 0 && split + 1 == gp.splits) {
+    const i64 row_bytes = p.rank * 2, sectors = (row_bytes + 31) / 32;
+    for (i64 x = lane; x < (C::kRows + C::kActRows) * sectors; x += 32) {
+      const i64 r = x / sectors, off = (x % sectors) * 32;
+      if (r < C::kRows) gemv_prefetch_l2(reinterpret_cast<const u8*>(p.l1) + (n0 + r) * row_bytes + off);
+      else if (m0 + r - C::kRows < p.m) gemv_prefetch_l2(reinterpret_cast<const u8*>(p.d) + (m0 + r - C::kRows) * row_bytes + off);
+    }
+  }
   for (int i0 = 0; i0 < mine; i0 += DEPTH) {
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {
@@ -280,26 +291,35 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] *= SVDQ_MAIN_TERM_UNSCALE;
-  const int rsteps = static_cast<int>((p.rank + 63) / 64) * 4;
-  for (int s = 0; s < rsteps; ++s) {
-    const i64 c0 = 16 * s + 2 * t, c1 = c0 + 8;
-    u32 la[MT][4];
+  // Per group of 4 steps every load first, then the 4 mma steps (one latency per group; the lines were prefetched
+  // into L2 at the start).
+  const int rgroups = static_cast<int>((p.rank + 63) / 64);
+  for (int grp = 0; grp < rgroups; ++grp) {
+    u32 la[4][MT][4], lb[4][NT][2];
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
+    for (int s = 0; s < 4; ++s) {
+      const i64 c0 = 64 * grp + 16 * s + 2 * t, c1 = c0 + 8;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const i64 row = n0 + 16 * i + 8 * h + g;
-        la[i][h] = c0 < p.rank ? *reinterpret_cast<const u32*>(p.l1 + row * p.rank + c0) : 0u;
-        la[i][2 + h] = c1 < p.rank ? *reinterpret_cast<const u32*>(p.l1 + row * p.rank + c1) : 0u;
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const i64 row = n0 + 16 * i + 8 * h + g;
+          la[s][i][h] = c0 < p.rank ? *reinterpret_cast<const u32*>(p.l1 + row * p.rank + c0) : 0u;
+          la[s][i][2 + h] = c1 < p.rank ? *reinterpret_cast<const u32*>(p.l1 + row * p.rank + c1) : 0u;
+        }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const i64 row = m0 + 8 * j + g;
+        lb[s][j][0] = row < p.m && c0 < p.rank ? *reinterpret_cast<const u32*>(p.d + row * p.rank + c0) : 0u;
+        lb[s][j][1] = row < p.m && c1 < p.rank ? *reinterpret_cast<const u32*>(p.d + row * p.rank + c1) : 0u;
       }
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const i64 row = m0 + 8 * j + g;
-      const u32 b0 = row < p.m && c0 < p.rank ? *reinterpret_cast<const u32*>(p.d + row * p.rank + c0) : 0u;
-      const u32 b1 = row < p.m && c1 < p.rank ? *reinterpret_cast<const u32*>(p.d + row * p.rank + c1) : 0u;
-#pragma unroll
-      for (int i = 0; i < MT; ++i) mma_bf16_16816(acc[i][j], la[i], b0, b1);
     }
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < MT; ++i) mma_bf16_16816(acc[i][j], la[s][i], lb[s][j][0], lb[s][j][1]);
   }
 
   // The epilogue of store_fragment, transposed: accumulator e of lane (g, t) is weight row g + 8 (e / 2) (column n of

@@ -197,6 +197,19 @@ def scale_buffer_bytes(rows: int, k: int, layout=SWIZZLED) -> int:
     return _C.scale_buffer_bytes(rows, k, _layout(layout))
 
 
+def set_batch_invariant(on: bool) -> None:
+    """SPEC §1 batch-invariant mode, process-wide: while on, every call routes only programs of the canonical order,
+    so an output row does not depend on M or on the other rows. Off by default (SVDQ_BATCH_INVARIANT=1 at start)."""
+    if not isinstance(on, bool):
+        raise TypeError(f"argument 'on' must be a bool, got {type(on).__name__}")
+    _C.set_batch_invariant(on)
+
+
+def batch_invariant() -> bool:
+    """Whether batch-invariant mode is on (set_batch_invariant)."""
+    return _C.batch_invariant()
+
+
 def gpu_available():
     """(True, "") when a CUDA device is usable, else (False, the reason)."""
     return _C.gpu_available()

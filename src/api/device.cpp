@@ -1,5 +1,9 @@
 #include <cuda_runtime.h>
 
+#include <atomic>
+
+#include "common/env.hpp"
+
 #include "jit/nvrtc_compiler.hpp"
 #include "svdq/svdq.hpp"
 
@@ -44,6 +48,22 @@ DeviceInfo current_device_info() {
   cudaDriverGetVersion(&info.driver_version);
   cudaRuntimeGetVersion(&info.runtime_version);
   return info;
+}
+
+namespace {
+std::atomic<int> g_batch_invariant{-1};  // -1: not set yet (SVDQ_BATCH_INVARIANT decides at first use)
+}  // namespace
+
+void set_batch_invariant(bool on) { g_batch_invariant.store(on ? 1 : 0); }
+
+bool batch_invariant() {
+  int v = g_batch_invariant.load();
+  if (v < 0) {
+    int unset = -1;
+    g_batch_invariant.compare_exchange_strong(unset, env::get_bool("SVDQ_BATCH_INVARIANT", false) ? 1 : 0);
+    v = g_batch_invariant.load();
+  }
+  return v == 1;
 }
 
 std::string nvrtc_version_string() { return jit::nvrtc_version(); }

@@ -20,8 +20,10 @@ GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int mt, int nt, int warps, i
   p.units = checked::mul(checked::ceil_div(n, 16 * mt, "gemv row blocks"), checked::ceil_div(m, 8 * nt, "gemv row blocks"),
                          "gemv units");
   const int64_t chunks = checked::ceil_div(k, 128, "gemv K chunks");
-  const int64_t want_ctas = checked::ceil_div(int64_t(sm_count) * warps_per_sm, warps, "gemv CTAs");
-  int64_t splits = std::max<int64_t>(1, checked::ceil_div(want_ctas, p.units, "gemv splits"));
+  // One wave: as many CTAs as fit at once (warps_per_sm / warps per SM), whole splits per unit, none past it (a
+  // partial last wave of long CTAs leaves SMs idle at its end).
+  const int64_t fit = checked::mul(sm_count, warps_per_sm / warps, "gemv CTAs");
+  int64_t splits = std::max<int64_t>(1, fit / p.units);
   splits = std::min<int64_t>({splits, kGemvMaxSplits, std::max<int64_t>(1, chunks / (2 * int64_t(warps)))});
   const int64_t per = checked::ceil_div(chunks, splits, "gemv chunks per split");
   p.chunks_per_split = static_cast<int>(per);

@@ -69,6 +69,8 @@ NB_MODULE(_C, m) {
     r["runtime_version"] = d.runtime_version;
     return r;
   });
+  m.def("set_batch_invariant", &svdq::set_batch_invariant, nb::arg("on"));
+  m.def("batch_invariant", &svdq::batch_invariant);
   m.def("svdquant_linear_workspace_size", &svdq::svdquant_linear_workspace_size, nb::arg("m"), nb::arg("k"), nb::arg("rank"));
   m.def("scale_buffer_bytes",
         [](int64_t rows, int64_t k, int layout) { return svdq::scale_buffer_bytes(rows, k, as_layout(layout)); },

@@ -9,6 +9,7 @@
 #include "common/knobs.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "svdq/error.hpp"
+#include "svdq/svdq.hpp"
 
 namespace svdq::router {
 
@@ -44,7 +45,8 @@ const registry::Build& small_m_build(int sm_count, const MmShape& s) {
 
 }  // namespace
 
-const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& s) {
+const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& s,
+                                      bool canonical_only) {
   // Hopper, M above the swap-AB range: the warp-specialized program reading B as an FP16 copy. Whole waves of tiles
   // decide between 128x128 and 128x256 tiles; from two waves the persistent form, with a stream-K tail where the last
   // of two or three rounds is at most half full, the transposed product where N > M (the copy then holds A, the
@@ -100,6 +102,9 @@ const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& 
     const registry::Build& b = registry::build_by_id(*forced);
     if (!registry::is_gemm(b))
       throw Error(ErrorCode::InvalidArgument, "SVDQ_FORCE_BUILD='" + *forced + "' is not a GEMM build");
+    if (batch_invariant() && !registry::canonical_order(b))
+      throw Error(ErrorCode::InvalidArgument, "SVDQ_FORCE_BUILD='" + *forced +
+                                                  "' does not use the canonical order that batch-invariant mode requires");
     return b;
   }
   return with_toolkit_fallback(*select_record(dev, s).build, jit::nvrtc_version_number(), dev, s);
@@ -110,7 +115,7 @@ const registry::Build& with_toolkit_fallback(const registry::Build& b, int nvrtc
   std::string why;
   if (registry::toolkit_supports(b, nvrtc, &why)) return b;
   // A program this toolkit cannot compile: fall back to the portable program, once told.
-  const registry::Build& portable = heuristic_gemm(80, dev.sm_count, dev.smem_per_sm, dev.smem_optin, s);
+  const registry::Build& portable = heuristic_gemm(80, dev.sm_count, dev.smem_per_sm, dev.smem_optin, s, batch_invariant());
   static std::once_flag warned;
   std::call_once(warned, [&] { std::fprintf(stderr, "[svdq] warning: %s; using %s instead\n", why.c_str(), portable.id.c_str()); });
   return portable;

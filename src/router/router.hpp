@@ -35,7 +35,9 @@ constexpr int64_t kSwapMaxM = 256;
 constexpr int64_t kDecodeMaxM = 32;
 
 // Pure heuristic, testable without a device: (cc, sm_count, smem_per_sm, smem_optin, shape) -> build id.
-const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& shape);
+// canonical_only: programs of the canonical order alone (batch-invariant mode).
+const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int smem_optin, const MmShape& shape,
+                                      bool canonical_only = false);
 // `b` when NVRTC `nvrtc` (major*10+minor) compiles it; else the portable program's choice for the shape, with a
 // one-time warning on stderr naming the program and the reason.
 const registry::Build& with_toolkit_fallback(const registry::Build& b, int nvrtc, const jit::DeviceTarget& dev,

@@ -16,6 +16,7 @@
 #include "jit/nvrtc_compiler.hpp"
 #include "router/router.hpp"
 #include "svdq/error.hpp"
+#include "svdq/svdq.hpp"
 
 namespace svdq::router {
 
@@ -200,14 +201,15 @@ RouteChoice select_record(const jit::DeviceTarget& dev, const MmShape& s) {
     if (const RouteRecord* r = t->find(s)) {
       const registry::Build& b = registry::build_by_id(r->build);
       if (registry::runs_on_cc(b, dev.cc) && b.smem_bytes <= dev.smem_optin &&
-          registry::toolkit_supports(b, jit::nvrtc_version_number())) {
+          registry::toolkit_supports(b, jit::nvrtc_version_number()) &&
+          (registry::canonical_order(b) || !batch_invariant())) {
         c.build = &b;
         c.source = "table " + arch;
         return c;
       }
     }
   }
-  c.build = &heuristic_gemm(dev.cc, dev.sm_count, dev.smem_per_sm, dev.smem_optin, s);
+  c.build = &heuristic_gemm(dev.cc, dev.sm_count, dev.smem_per_sm, dev.smem_optin, s, batch_invariant());
   c.source = "heuristic";
   return c;
 }

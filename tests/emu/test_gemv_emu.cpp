@@ -129,15 +129,15 @@ TEST_P(GemvEmu, OutputsMeetTheBarUnsplitAndSplit) {
   const Case c = GetParam();
   const Problem pr = make(c.m, c.n, c.k, c.r, c.bias, static_cast<uint64_t>(c.m * 7919 + c.k * 31 + c.r));
   int s_one = 0, s_many = 0;
-  // No warps wanted beyond one per unit: no split; 32 per SM of 132: as many splits as K allows.
+  // No warps wanted beyond one per unit: no split; 16 per SM of 132: as many splits as K allows.
   const std::vector<uint16_t> one = run<1, 2, 4, 4>(pr, 132, 0, &s_one);
-  const std::vector<uint16_t> many = run<1, 2, 4, 4>(pr, 132, 32, &s_many);
+  const std::vector<uint16_t> many = run<1, 2, 4, 4>(pr, 132, 16, &s_many);
   EXPECT_EQ(s_one, 1);
   expect_within_bar(pr, one);
   expect_within_bar(pr, many);
   if (c.k >= 2048) EXPECT_GT(s_many, 1) << "the case was meant to split K";
   int s2 = 0;
-  expect_within_bar(pr, run<2, 1, 2, 2>(pr, 132, 32, &s2));  // 32 weight rows per warp, one n8 tile, other depths
+  expect_within_bar(pr, run<2, 1, 2, 2>(pr, 132, 16, &s2));  // 32 weight rows per warp, one n8 tile, other depths
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemvEmu,
@@ -147,18 +147,18 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvEmu,
 
 TEST(GemvPlan, SplitsKeepTwoChunksPerWarpAndFillTheSms) {
   namespace pg = svdq::programs;
-  const pg::GemvPlan a = pg::plan_gemv(1, 4096, 4096, 1, 2, 4, 132);  // 256 units, 32 chunks: 4 splits of 8
+  const pg::GemvPlan a = pg::plan_gemv(1, 4096, 4096, 1, 2, 4, 132);  // 256 units, 528 CTAs fit: 2 splits of 16
   EXPECT_EQ(a.units, 256);
-  EXPECT_EQ(a.splits, 4);
-  EXPECT_EQ(a.chunks_per_split, 8);
-  EXPECT_EQ(a.grid, 1024);
-  EXPECT_EQ(a.part_bytes, 1024 * 8 * 32 * 4);
+  EXPECT_EQ(a.splits, 2);
+  EXPECT_EQ(a.chunks_per_split, 16);
+  EXPECT_EQ(a.grid, 512);
+  EXPECT_EQ(a.part_bytes, 512 * 8 * 32 * 4);
   const pg::GemvPlan b = pg::plan_gemv(16, 28672, 4096, 1, 2, 4, 132);  // 1792 units: more CTAs than wanted already
   EXPECT_EQ(b.splits, 1);
   EXPECT_EQ(b.part_bytes, 0);
-  const pg::GemvPlan c = pg::plan_gemv(1, 4096, 14336, 1, 2, 4, 132);  // 112 chunks: 5 splits of 23 (4 of 23, one of 20)
-  EXPECT_EQ(c.splits, 5);
-  EXPECT_EQ(c.chunks_per_split, 23);
+  const pg::GemvPlan c = pg::plan_gemv(1, 2048, 14336, 1, 2, 4, 132);  // 128 units, 112 chunks: 4 splits of 28
+  EXPECT_EQ(c.splits, 4);
+  EXPECT_EQ(c.chunks_per_split, 28);
 }
 
 }  // namespace

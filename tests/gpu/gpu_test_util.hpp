@@ -25,6 +25,15 @@ namespace svdq_test {
 
 using svdq::bench::make_shape;
 
+// Batch-invariant mode (SPEC §1) for a scope: the tests of row invariance across M run under it.
+struct BatchInvariantScope {
+  bool was = svdq::batch_invariant();
+  BatchInvariantScope() { svdq::set_batch_invariant(true); }
+  ~BatchInvariantScope() { svdq::set_batch_invariant(was); }
+  BatchInvariantScope(const BatchInvariantScope&) = delete;
+  BatchInvariantScope& operator=(const BatchInvariantScope&) = delete;
+};
+
 template <class T>
 svdq::bench::DeviceBuffer upload(const std::vector<T>& v) {
   const int64_t bytes = static_cast<int64_t>(v.size() * sizeof(T));

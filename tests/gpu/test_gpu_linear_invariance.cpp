@@ -59,6 +59,7 @@ class GpuLinearInvariance : public ::testing::TestWithParam<std::pair<int64_t, i
 
 TEST_P(GpuLinearInvariance, RowsDoNotDependOnMAndRerunsAreIdentical) {
   SVDQ_REQUIRE_GPU();
+  const BatchInvariantScope mode;  // SPEC §1: rows independent of M in batch-invariant mode
   const auto [K, R] = GetParam();
   const int64_t M = 4096, N = 256;
   const uint64_t seed = test_seed(7000 + static_cast<uint64_t>(K * 3 + R));

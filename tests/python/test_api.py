@@ -85,6 +85,34 @@ def test_non_arrays_are_type_errors_naming_the_argument():
     assert _C.has_exchange_api(a) is False  # NumPy goes through __dlpack__
 
 
+def test_batch_invariant_mode_switches():
+    was = svdq.batch_invariant()
+    try:
+        svdq.set_batch_invariant(True)
+        assert svdq.batch_invariant() is True
+        svdq.set_batch_invariant(False)
+        assert svdq.batch_invariant() is False
+        with pytest.raises(TypeError, match="argument 'on' must be a bool"):
+            svdq.set_batch_invariant(1)
+    finally:
+        svdq.set_batch_invariant(was)
+
+
+def test_batch_invariant_mode_from_the_environment():
+    import os
+    import subprocess
+    import sys
+
+    code = "import svdq; print(svdq.batch_invariant())"
+    for value, want in (("1", "True"), ("0", "False"), (None, "False")):
+        env = dict(os.environ)
+        env.pop("SVDQ_BATCH_INVARIANT", None)
+        if value is not None:
+            env["SVDQ_BATCH_INVARIANT"] = value
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert r.returncode == 0 and r.stdout.strip() == want, (value, r.stdout, r.stderr)
+
+
 def test_enable_pdl_must_be_a_bool():
     x = np.zeros((128, 64), np.uint16)
     with pytest.raises(TypeError, match="enable_pdl"):
