@@ -252,6 +252,8 @@ std::vector<Build> make_builds() {
       sm90_swap_a16(24, 16, false, 8, 4),
       decode(1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
       gemv(1, 1, 4, 4),
+      gemv(1, 1, 4, 6),
+      gemv(1, 1, 8, 4),
       gemv(1, 2, 4, 4),
       // The FP16-B build of 128x128 tiles: one wave of them where 128x256 tiles would take as many waves.
       sm90_ws(128, 8, 6),
