@@ -50,6 +50,12 @@ def overhead(torch, m=16, n=4096, k=4096, calls=2000) -> dict:
                                                             layer.l1_scaled, layer.bias),
         "nvfp4_quantize_smooth": lambda: svdq.nvfp4_quantize_smooth(x, layer.pre_quant_scale, layer.input_global_scale),
         "torch.nn.functional.linear": lambda: torch.nn.functional.linear(x, lin.weight, lin.bias),
+        # Where the time goes: the extension alone (arrays, allocation, stream, C++ validation, routing, launches)
+        # and a bare call into it.
+        "svdq._C.svdquant_linear": lambda: svdq._C.svdquant_linear(
+            x, layer.qweight, layer.wscales, layer.alpha, layer.pre_quant_scale, layer.l2t_smoothed, layer.l1_scaled,
+            layer.input_global_scale, layer.bias, None, None, None, -1),
+        "svdq._C.has_exchange_api": lambda: svdq._C.has_exchange_api(x),
     }
     out = {}
     for name, fn in ops.items():

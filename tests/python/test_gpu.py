@@ -87,7 +87,10 @@ def test_torch_ops_are_bitwise_the_cpp_entry_points():
 @needs_torch_gpu
 def test_layer_output_against_a_float64_reference():
     p = _problem(64, 256, 1024, 32, seed=3)
-    y = svdq.svdquant_linear(p["x"], p["w"], p["wsf"], p["alpha"], p["pqs"], p["l2t"], p["l1"], p["gs"], p["bias"]).double().cpu()
+    alpha = p["alpha"].item()
+    # l1 with 1/alpha folded in (SPEC §1: the low-rank term comes out unscaled), as SVDQuantLinear passes it.
+    l1s = (p["l1"].double() / alpha).to(torch.bfloat16)
+    y = svdq.svdquant_linear(p["x"], p["w"], p["wsf"], p["alpha"], p["pqs"], p["l2t"], l1s, p["gs"], p["bias"]).double().cpu()
     x = p["x"].double().cpu()
     xs = (p["x"].float() * p["pqs"].float()).to(torch.bfloat16).cpu()
     wdeq = torch.from_numpy(quant.dequantize(p["w"].cpu().numpy(), p["wsf"].cpu().numpy(), 256, 1024)).double() / p["gs_w"]
@@ -95,14 +98,14 @@ def test_layer_output_against_a_float64_reference():
     xq, xsf = quant.quantize(quant.bf16_bits(xs.float().numpy()), gs_x)
     xdeq = torch.from_numpy(quant.dequantize(xq, xsf, 64, 1024)).double() / gs_x
     d = (x @ p["l2t"].double().cpu()).to(torch.bfloat16).double()
-    tail = d @ p["l1"].double().cpu().T + p["bias"].double().cpu()
+    tail = alpha * (d @ l1s.double().cpu().T) + p["bias"].double().cpu()
     # The whole chain in FP64 on the host reference's codes and BF16 d: only the output's BF16 rounding and the
     # order of the FP32 sums differ.
     chain = xdeq @ wdeq.T + tail
     assert (y - chain).norm() / chain.norm() < 4e-3, (y - chain).norm() / chain.norm()
     # Against unquantized activations: NVFP4's own error (about 9 % RMS per element on these inputs, 5.6-6.1 % of
     # the output here).
-    ref = xs.double() @ wdeq.T + (x @ p["l2t"].double().cpu()) @ p["l1"].double().cpu().T + p["bias"].double().cpu()
+    ref = xs.double() @ wdeq.T + alpha * ((x @ p["l2t"].double().cpu()) @ l1s.double().cpu().T) + p["bias"].double().cpu()
     assert (y - ref).norm() / ref.norm() < 0.10
 
 
