@@ -26,6 +26,15 @@
 #include "common/smxx_e2m1_pick.cuh"
 #include "common/smxx_params.cuh"
 
+// The kernel's launch bounds: the threads alone (ptxas then picks 128 registers without spills on sm_80 .. sm_90a:
+// 16 warps per SM, what the plan assumes), but at least 3 CTAs per SM on sm_120, whose ptxas otherwise caps the
+// kernel at 128 registers and spills.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define SVDQ_GEMV_LAUNCH_BOUNDS(threads) __launch_bounds__(threads, 3)
+#else
+#define SVDQ_GEMV_LAUNCH_BOUNDS(threads) __launch_bounds__(threads)
+#endif
+
 namespace svdq_k {
 
 template <int MT, int NT, int W, int DEPTH>

@@ -75,11 +75,24 @@ class _Alloc:
 _NATIVE = {}  # array type -> whether svdq._C allocates outputs and finds the stream for it
 
 
+def _never() -> bool:
+    return False
+
+
+_compiling = _never  # torch.compiler.is_compiling once a torch type was seen: the fast path checks it per call
+
+
 def _native(x) -> bool:
-    """Whether x's framework has a DLPack C exchange table (torch >= 2.10): then svdq._C takes the call whole."""
+    """Whether x's framework has a DLPack C exchange table (torch >= 2.10): then svdq._C takes the call whole. The
+    answer is kept per type, and the entry points' first line takes eager calls of such types straight to svdq._C."""
+    global _compiling
     t = type(x)
     r = _NATIVE.get(t)
     if r is None:
+        if _framework(x) == "torch":
+            import torch
+
+            _compiling = torch.compiler.is_compiling
         r = _NATIVE[t] = _C.has_exchange_api(x)
     return r
 
@@ -118,6 +131,9 @@ def mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias=None, out=None, enabl
     a uint8 [M, K/2], b uint8 [N, K/2] (packed E2M1), a_sf / b_sf uint8 (E4M3, 128x4 swizzled), alpha float32 [1]
     (device), d bfloat16 [M, r], l1 bfloat16 [N, r], bias bfloat16 [N] or None; returns out bfloat16 [M, N] (or
     writes `out`)."""
+    if _NATIVE.get(type(a)) and not _compiling():  # an eager torch call: straight to the library
+        return _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, None,
+                                    -1 if enable_pdl is None else _pdl(enable_pdl))
     pdl = _pdl(enable_pdl)
     if _use_torch_op("mm_nvfp4_svdquant", a):
         import torch
@@ -136,6 +152,8 @@ def mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias=None, out=None, enabl
 
 
 def _quantize(fn, x, pqs, global_scale, layout, enable_pdl):
+    if _NATIVE.get(type(x)) and not _compiling() and enable_pdl is None:  # an eager torch call: straight to the library
+        return _C.nvfp4_quantize(x, pqs, global_scale, None, None, _layout(layout), None)
     lay = _layout(layout)
     pdl = _pdl(enable_pdl)
     del pdl  # one launch, nothing to overlap with
@@ -169,6 +187,9 @@ def svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smooth
                     enable_pdl=None):
     """The whole SVDQuant layer, y = (x * pqs) @ (R + L1 L2).T + bias, from bfloat16 x [M, K]: one pass over x
     (NVFP4 codes and scales of x * pqs, d = x @ l2t_smoothed), then the fused GEMM. Returns bfloat16 [M, N]."""
+    if _NATIVE.get(type(x)) and not _compiling():  # an eager torch call: straight to the library
+        return _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled,
+                                  global_scale, bias, None, None, None, -1 if enable_pdl is None else _pdl(enable_pdl))
     pdl = _pdl(enable_pdl)
     if _use_torch_op("svdquant_linear", x):
         import torch

@@ -195,7 +195,8 @@ const std::vector<std::string>& retired() {
       "sm90_ws16_bn256_s8_b5_lean_pers_pairs", "sm90_ws16_bn256_s8_b5_lean_pers_split_pairs",
       "sm90_ws16_bn256_s6_b5_lean_pers_pairs_d2", "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_d2",
       "sm90_ws16_bn256_s6_b4_lean_pers_pairs_epi_fuse", "sm90_a16_bm72_s16_t4_dq8_g4_p4_x2_lean",
-      "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean", "smxx_quant_lora_s8", "smxx_quant_lora_s4"};
+      "sm90_a16_bm24_s16_t4_dq8_g4_p4_x2_lean", "smxx_quant_lora_s8", "smxx_quant_lora_s4",
+      "smxx_gemv_m16_n16_w4_d4", "smxx_gemv_m16_n16_w4_d3", "smxx_gemv_m8_n16_w4_d6", "smxx_gemv_m8_n16_w8_d4"};
   return ids;
 }
 
@@ -251,10 +252,8 @@ std::vector<Build> make_builds() {
       sm90_swap_a16(72, 16, false, 8, 4),
       sm90_swap_a16(24, 16, false, 8, 4),
       decode(1, 1, 4, 8),  // the portable heuristic's build for M <= 32 (81 KiB)
+      // Decode M <= 8 on Hopper (default mode): the weights streamed by the GEMV, K split over warps and CTAs.
       gemv(1, 1, 4, 4),
-      gemv(1, 1, 4, 6),
-      gemv(1, 1, 8, 4),
-      gemv(1, 2, 4, 4),
       // The FP16-B build of 128x128 tiles: one wave of them where 128x256 tiles would take as many waves.
       sm90_ws(128, 8, 6),
       // The pairs forms (lean dequantization in the pairs order, B's copy by smxx_dequant_fp16_pairs; the reasons and
@@ -537,7 +536,7 @@ std::string render(const Build& b) {
       os << "#include \"portable/smxx_svdq_gemv.cuh\"\n"
          << "static_assert(svdq_k::SmxxGemvConfig<" << targs << ">::kSmem == " << b.smem_bytes
          << ", \"registry smem_bytes differs from the kernel's\");\n"
-         << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ") " << b.kernel_name
+         << "extern \"C\" __global__ void SVDQ_GEMV_LAUNCH_BOUNDS(" << b.threads << ") " << b.kernel_name
          << "(const svdq_k::GemvParams p) {\n"
          << "  svdq_k::smxx_svdq_gemv<" << targs << ">(p);\n}\n";
       break;

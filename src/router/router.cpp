@@ -61,6 +61,9 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   const registry::Build& wide_pers_t = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_trans");
   const registry::Build& narrow = registry::build_by_id("sm90_ws_n128_s8_b6");
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
+    // Decode-sized M (default mode): the GEMV streams the weights over every SM, K split over warps and CTAs.
+    const registry::Build& gemv = registry::build_by_id("smxx_gemv_m8_n16_w4_d4");
+    if (!canonical_only && s.m <= kGemvMaxM && gemv.smem_bytes + 1024 <= smem_per_sm) return gemv;
     if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);
     const int64_t row_tiles = (s.m + 127) / 128;
     const int64_t wide_tiles = row_tiles * ((s.n + 255) / 256), last = wide_tiles % sm_count;

@@ -31,6 +31,9 @@ constexpr int kRasterRows = 32;
 
 // Largest M the heuristic sends to the swap-AB program (its activation tile is the wgmma N side, at most 256 wide).
 constexpr int64_t kSwapMaxM = 256;
+// Largest M the heuristic sends to the decode GEMV on Hopper in the default mode (measured against the swap-AB
+// program at M = 1, 8 and 16: faster at 1 and 8 on every decode row, slower at 16).
+constexpr int64_t kGemvMaxM = 8;
 // Largest M the heuristic sends to the decode program off Hopper (measured against the portable builds up to 32).
 constexpr int64_t kDecodeMaxM = 32;
 

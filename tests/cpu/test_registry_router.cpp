@@ -132,12 +132,18 @@ TEST(Router, HeuristicPicksByWavesAndSharedMemory) {
     EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {129, 3072, 3072, r, true}).id,
               "sm90_swap_m72_s16_dq8_t4")
         << r;
-  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 32, false}).id,
-            "sm90_swap_m24_s16_dq8_t4");
-  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 3072, 3072, 128, false}).id,
+  // M <= 8 in the default mode: the decode GEMV (K split); in batch-invariant mode the canonical-order swap-AB build.
+  for (int64_t m : {1, 8})
+    for (int r : {32, 128}) {
+      EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {m, 3072, 3072, r, false}).id,
+                "smxx_gemv_m8_n16_w4_d4");
+      EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {m, 3072, 3072, r, false}, true).id,
+                "sm90_swap_m24_s16_dq8_t4");
+    }
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {9, 3072, 3072, 32, false}).id,
             "sm90_swap_m24_s16_dq8_t4");
   // 24-row tiles beyond one wave (1 x 12288: 192 CTAs) keep the dequant-team build (measured faster than RS).
-  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 12288, 12288, 32, false}).id,
+  EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {1, 12288, 12288, 32, false}, true).id,
             "sm90_swap_m24_s16_dq8_t4");
   // 44 rows: 2 x 48 = 96 tiles of 24 rows (one wave) before 48 of 72.
   EXPECT_EQ(svdq::router::heuristic_gemm(90, h_sm, h_smem_sm, h_optin, {44, 3072, 3072, 32, false}).id,
@@ -255,7 +261,7 @@ TEST(Router, SmallMBuildsAsTheFormerSsRsDqTable) {
     for (int64_t m = 1; m <= svdq::router::kSwapMaxM; ++m)
       for (int64_t n : ns) {
         const std::string want = old_rule(sm, m, n);
-        const std::string got = svdq::router::heuristic_gemm(90, sm, smem_sm, optin, {m, n, 3072, 32, false}).id;
+        const std::string got = svdq::router::heuristic_gemm(90, sm, smem_sm, optin, {m, n, 3072, 32, false}, true).id;
         if (got != want) {
           ADD_FAILURE() << sm << " SMs, " << m << " x " << n << ": " << got << ", the former table " << want;
           return;
