@@ -35,7 +35,10 @@ def _layer(torch, n, k, bias, rank=32):
     return lin, svdq.nn.SVDQuantLinear.from_linear(lin, rank=rank, input_amax=4.0)
 
 
-def overhead(torch, m=16, n=4096, k=4096, calls=2000) -> dict:
+def overhead(torch, m=1, n=512, k=512, rounds=30, calls=50) -> dict:
+    """Host time per call: `calls` calls between synchronizations (few enough that the launch queue never fills, on a
+    shape small enough that the GPU keeps up: else the loop would wait for the GPU and time its work), median of
+    `rounds` rounds."""
     import svdq
 
     lin, layer = _layer(torch, n, k, True)
@@ -63,11 +66,11 @@ def overhead(torch, m=16, n=4096, k=4096, calls=2000) -> dict:
             fn()
         torch.cuda.synchronize()
         per_call = []
-        for _ in range(5):
+        for _ in range(rounds):
             t0 = time.perf_counter()
-            for _ in range(calls // 5):
+            for _ in range(calls):
                 fn()
-            per_call.append((time.perf_counter() - t0) / (calls // 5) * 1e6)
+            per_call.append((time.perf_counter() - t0) / calls * 1e6)
             torch.cuda.synchronize()
         out[name] = statistics.median(per_call)
     return out
