@@ -15,9 +15,9 @@ struct CliResult {
   std::string out;  // stdout and stderr
 };
 
-CliResult run_cli(const std::string& args) {
+CliResult run_cli(const std::string& args, const std::string& env = "") {
   CliResult r;
-  const std::string cmd = std::string(SVDQ_CLI) + " " + args + " 2>&1";
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(SVDQ_CLI) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
@@ -153,6 +153,14 @@ TEST(CliInfo, ListsTheBuildsAndWhyAnUnroutedOneIsKept) {
   int unrouted = 0;  // every other build is routed
   for (auto p = r.out.find("[not routed"); p != std::string::npos; p = r.out.find("[not routed", p + 1)) ++unrouted;
   EXPECT_EQ(unrouted, at == std::string::npos ? 0 : 1) << r.out;
+}
+
+// `svdq info` says which mode routes: the default, or batch-invariant mode from SVDQ_BATCH_INVARIANT.
+TEST(CliInfo, SaysTheMode) {
+  EXPECT_NE(run_cli("info").out.find("  mode             default"), std::string::npos);
+  const CliResult r = run_cli("info", "SVDQ_BATCH_INVARIANT=1");
+  EXPECT_NE(r.out.find("  mode             batch-invariant"), std::string::npos) << r.out;
+  EXPECT_NE(run_cli("info", "SVDQ_BATCH_INVARIANT=maybe").out.find("SVDQ_BATCH_INVARIANT"), std::string::npos);
 }
 
 }  // namespace

@@ -34,6 +34,8 @@ int run_info() {
     std::printf("  CUDA driver      %s\n", cuda_version(driver).c_str());
   else
     std::printf("  CUDA driver      none found\n");
+  std::printf("  mode             %s\n", batch_invariant() ? "batch-invariant (canonical-order programs only)"
+                                                          : "default (batch-invariant off: SVDQ_BATCH_INVARIANT=1 turns it on)");
 
   std::string reason;
   if (!gpu_available(&reason)) {
