@@ -100,6 +100,8 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const int r0 = rk * C::kRankTile;
   const int rcols = lora ? (p.rank - r0 < C::kRankTile ? p.rank - r0 : C::kRankTile) : 0;  // 16 or 32
   const u32 sbase = smem_addr(smem);
+  SVDQ_TRACE(0, 0);  // (bench/micro/pass_trace.cu: 0 start, 1 K tile in, 2 K loop done, 3 published / waits,
+                     // 4 the others' sums seen, 5 d stored)
 #if !defined(SVDQ_EMU) && __CUDA_ARCH__ >= 900
   // A GEMM launched after this pass by programmatic dependent launch may start now: it reads nothing this pass
   // writes before its griddepcontrol.wait, which waits for the whole pass.
@@ -263,6 +265,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       __syncthreads();  // the l2t and x slots of K tile kt are in, and every warp is done with those refilled next
     else
       __syncwarp();  // the same for the warp's own x slots
+    SVDQ_TRACE(1, kt - kt0);
     if (xkt < kt1) {            // K tile kt + STAGES - 1, into the slots K tile kt - 1 used
       load_x();
       if (lora) load_l2t();
@@ -353,6 +356,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     }
     slot = slot + 1 == STAGES ? 0 : slot + 1;
   }
+  SVDQ_TRACE(2, 0);
   if (!lora) return;
   cp_async_wait<0>();
 
@@ -378,6 +382,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   // (The barrier orders every thread's partial sums before thread 0's release at GPU scope, which is cumulative:
   // the waiting CTA's acquire then sees them all; no fence per thread.)
   __syncthreads();
+  SVDQ_TRACE(3, 0);
   u64* flags = p.flags + unit * p.splits;
   if (split + 1 < p.splits) {
     if (tid == 0) st_release_u64(flags + split, p.epoch);
@@ -387,6 +392,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     while (ld_acquire_u64(flags + tid) != p.epoch) {
     }
   __syncthreads();
+  SVDQ_TRACE(4, 0);
   // Two elements of four columns per thread and step, eight slots of each loaded before their (in-order) additions.
   const int slots = fine ? p.chunks : (p.chunks + gch - 1) / gch;
   const i64 cstep = m_pad * p.rank;
@@ -442,6 +448,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
             make_uint2(bf16_from_float(sum[h].x) | (bf16_from_float(sum[h].y) << 16),
                        bf16_from_float(sum[h].z) | (bf16_from_float(sum[h].w) << 16));
   }
+  SVDQ_TRACE(5, 0);
 }
 
 }  // namespace svdq_k
