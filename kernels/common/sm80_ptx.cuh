@@ -1,5 +1,5 @@
-// Thin wrappers over the sm_80+ PTX the portable programs use: cp.async, ldmatrix, mma.sync. Built with SVDQ_EMU
-// (a CPU test, tests/emu/), each forwards to the emulator's model of the instruction instead.
+// Thin wrappers over the sm_80+ PTX the portable programs use: cp.async, ldmatrix, mma.sync, release/acquire flags.
+// Built with SVDQ_EMU (a CPU test, tests/emu/), each forwards to the emulator's model of the instruction instead.
 #pragma once
 #include "common/smxx_hd.cuh"
 
@@ -14,6 +14,8 @@ SVDQ_DEV void ldmatrix_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) { svdq_e
 SVDQ_DEV void mma_bf16_16816(float* c, const u32* a, u32 b0, u32 b1) { svdq_emu::mma_bf16_16816(c, a, b0, b1); }
 SVDQ_DEV void mma_f16_16816(float* c, const u32* a, u32 b0, u32 b1) { svdq_emu::mma_f16_16816(c, a, b0, b1); }
 SVDQ_DEV u32 hmul2_u32(u32 a, u32 b) { return svdq_emu::hmul2(a, b); }
+SVDQ_DEV void st_release_u64(u64* p, u64 v) { svdq_emu::store_release(p, v); }
+SVDQ_DEV u64 ld_acquire_u64(const u64* p) { return svdq_emu::load_acquire(p); }
 }  // namespace svdq_k
 #else
 namespace svdq_k {
@@ -58,6 +60,18 @@ SVDQ_DEV u32 hmul2_u32(u32 a, u32 b) {
   u32 d;
   asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
   return d;
+}
+
+// A flag handed between CTAs (split partial sums): published at GPU scope after the publisher's writes (a barrier
+// before it makes them cumulative for the whole CTA), and read with acquire before the sums it guards.
+SVDQ_DEV void st_release_u64(u64* p, u64 v) {
+  perturb_timing();
+  asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
+SVDQ_DEV u64 ld_acquire_u64(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+  return v;
 }
 
 }  // namespace svdq_k

@@ -52,8 +52,6 @@ struct SmxxGemvConfig {
 #if defined(SVDQ_EMU)
 SVDQ_DEV uint4 ld_nc_v4(const void* p) { return *static_cast<const uint4*>(p); }
 SVDQ_DEV u32 ld_nc_u32(const void* p) { return *static_cast<const u32*>(p); }
-SVDQ_DEV void gemv_release(u64* p, u64 v) { svdq_emu::store_release(p, v); }
-SVDQ_DEV u64 gemv_acquire(const u64* p) { return svdq_emu::load_acquire(p); }
 SVDQ_DEV float gemv_ld_cg(const float* p) { return *p; }
 SVDQ_DEV float gemv_fma(float a, float b, float c) { return std::fma(a, b, c); }
 SVDQ_DEV float gemv_mul(float a, float b) { return a * b; }
@@ -70,15 +68,6 @@ SVDQ_DEV uint4 ld_nc_v4(const void* p) {  // streamed once: no L1 allocation
 SVDQ_DEV u32 ld_nc_u32(const void* p) {
   u32 v;
   asm volatile("ld.global.nc.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
-  return v;
-}
-SVDQ_DEV void gemv_release(u64* p, u64 v) {
-  perturb_timing();
-  asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
-}
-SVDQ_DEV u64 gemv_acquire(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 SVDQ_DEV float gemv_ld_cg(const float* p) {  // another CTA's partial sums: through L2
@@ -273,11 +262,11 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) mine_part[((i * NT + j) * 4 + e) * 32 + lane] = acc[i][j][e];
       __syncwarp();  // every lane's sums before lane 0's release (cumulative at GPU scope)
-      if (lane == 0) gemv_release(flags + split, gp.epoch);
+      if (lane == 0) st_release_u64(flags + split, gp.epoch);
       return;
     }
     if (lane < split)
-      while (gemv_acquire(flags + lane) != gp.epoch) {
+      while (ld_acquire_u64(flags + lane) != gp.epoch) {
       }
     __syncwarp();
 #pragma unroll

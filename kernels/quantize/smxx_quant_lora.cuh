@@ -46,23 +46,12 @@ struct QuantLoraConfig {
 SVDQ_DEV void ldmatrix_x4_trans(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
   svdq_emu::ldmatrix(addr, 4, true, &r0, &r1, &r2, &r3);
 }
-SVDQ_DEV void st_release_u64(u64* p, u64 v) { svdq_emu::store_release(p, v); }
-SVDQ_DEV u64 ld_acquire_u64(const u64* p) { return svdq_emu::load_acquire(p); }
 SVDQ_DEV float4 ld_cg_f4(const float* p) { return float4{p[0], p[1], p[2], p[3]}; }
 #else
 SVDQ_DEV void ldmatrix_x4_trans(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(addr));
-}
-SVDQ_DEV void st_release_u64(u64* p, u64 v) {
-  perturb_timing();
-  asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
-}
-SVDQ_DEV u64 ld_acquire_u64(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
-  return v;
 }
 SVDQ_DEV float4 ld_cg_f4(const float* p) {  // 16 bytes through L2 only (partial sums another CTA wrote)
   float4 v;
