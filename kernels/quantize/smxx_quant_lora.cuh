@@ -66,6 +66,104 @@ SVDQ_DEV float4 ld_cg_f4(const float* p) {  // 16 bytes through L2 only (partial
 // 8 (2s + h) + 2t' + p (k = 16t' + 4s + 2h + p): each 8x8 matrix of B an ldmatrix.trans reads is 8 consecutive rows.
 SVDQ_HD int l2t_slot_row(int k) { return ((((k >> 2) & 3) << 1 | ((k >> 1) & 1)) << 3) + ((k >> 4) << 1) + (k & 1); }
 
+// A lane's quantization outputs: its block t (elements 16t..16t+15 of a K tile) of rows mA and mB = mA + 8 (in the
+// swizzled scales 8 rows of the same 32-row block: mA % 32 < 24), as codes, scale bytes and, where the routed GEMM
+// reads the activations as FP16, that copy (smxx_dequant_fp16's bytes). A K tile adds 32 code bytes, 4 scale bytes
+// (512 swizzled) and 64 FP16 values per row.
+struct PassBlockOut {
+  u8* sf_a;
+  u8* xq_a;
+  u16* h_a;
+  i64 sf_b_off, sf_step, xq_b_off, h_b_off;
+  int blk_end;  // K tiles holding the block
+  bool a_ok, b_ok, sf_a_ok, sf_b_ok, swizzled, h_on, pairs;
+
+  SVDQ_DEV PassBlockOut(const QuantLoraParams& p, i64 mA, int t) {
+    const i64 mB = mA + 8;
+    swizzled = p.swizzled != 0;
+    a_ok = mA < p.m;
+    b_ok = mB < p.m;
+    // The swizzled layout has a scale byte for every row up to sf_rows (zeros past M); the linear one M rows.
+    sf_a_ok = swizzled ? mA < p.sf_rows : a_ok;
+    sf_b_ok = swizzled ? mB < p.sf_rows : b_ok;
+    const i64 row_group = (p.sf_cols / 4) * 512;  // swizzled: bytes per 128 rows
+    sf_a = p.sf + (swizzled ? (mA / 128) * row_group + (mA % 32) * 16 + ((mA % 128) / 32) * 4 : mA * p.sf_cols) + t;
+    sf_b_off = swizzled ? 128 : 8 * p.sf_cols;
+    sf_step = swizzled ? 512 : 4;
+    xq_a = p.xq + mA * (p.k / 2) + 8 * t;
+    xq_b_off = 4 * p.k;
+    h_a = p.a16 + mA * p.k + 16 * t;
+    h_b_off = 8 * p.k;
+    h_on = p.a16 != nullptr;
+    pairs = p.a16_pairs != 0;
+    blk_end = 16 * t < p.k ? static_cast<int>((p.k - 16 * t + 63) >> 6) : 0;
+  }
+  // One block's outputs for K tile kt (the scale wherever the layout has a byte; codes and copy inside K and M).
+  SVDQ_DEV void store(const Block16& b, int kt, bool row_b) const {
+    const i64 skt = static_cast<i64>(kt);
+    const bool in = kt < blk_end, ok = row_b ? b_ok : a_ok;
+    if ((row_b ? sf_b_ok : sf_a_ok) && (swizzled || in)) sf_a[(row_b ? sf_b_off : 0) + skt * sf_step] = static_cast<u8>(b.scale);
+    if (!in || !ok) return;
+    *reinterpret_cast<uint2*>(xq_a + (row_b ? xq_b_off : 0) + skt * 32) = make_uint2(b.codes[0], b.codes[1]);
+    if (!h_on) return;
+    u16* const h = h_a + (row_b ? h_b_off : 0);
+    const u32 sc2 = half2_lo_lo(scale2_half2_x128(b.scale));
+    u32 lo[4], hi[4];
+    dequant8_f16(b.codes[0], sc2, lo);
+    dequant8_f16(b.codes[1], sc2, hi);
+    uint4* dst = reinterpret_cast<uint4*>(h + skt * 64);
+    if (pairs) {  // the pairs K order: w0 p0 p1, w1 p0 p1, w0 p2 p3, w1 p2 p3
+      dst[0] = make_uint4(lo[0], lo[1], hi[0], hi[1]);
+      dst[1] = make_uint4(lo[2], lo[3], hi[2], hi[3]);
+    } else {
+      dst[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+      dst[1] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    }
+  }
+};
+
+// The zero scale words of K tile kt for the swizzled layout's padding rows from `from` on (up to sf_rows, a multiple
+// of 128), rows from + i0, + step, ... written by the calling thread.
+SVDQ_DEV void zero_pad_scales(const QuantLoraParams& p, i64 from, int kt, int i0, int step) {
+  const i64 row_group = (p.sf_cols / 4) * 512;
+  for (i64 r = from + i0; r < p.sf_rows; r += step)
+    *reinterpret_cast<u32*>(p.sf + (r / 128) * row_group + static_cast<i64>(kt) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4) = 0u;
+}
+
+SVDQ_DEV float4 add4(float4 a, const float4& b) {
+  return float4{__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w)};
+}
+
+// The split's last CTA: four columns of one row of d as an unsplit CTA adds them, from the partial-sum slots at `at`
+// (slot j at at + j * cstep): per chunk (`fine`: each group's chunks in order, then the groups in order) or per group
+// (the groups in order). Sixteen slots loaded before their in-order additions.
+SVDQ_DEV float4 sum_partials(const float* at, i64 cstep, int slots, bool fine, int gch) {
+  float4 sum{0.0f, 0.0f, 0.0f, 0.0f}, gsum = sum;
+  int left = gch;  // (fine: chunks to the group's end)
+  for (int j0 = 0; j0 < slots; j0 += 16) {
+    float4 v[16];
+#pragma unroll
+    for (int u = 0; u < 16; ++u) v[u] = j0 + u < slots ? ld_cg_f4(at + (j0 + u) * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int u = 0; u < 16; ++u) {
+      if (j0 + u >= slots) break;
+      if (!fine) {
+        sum = add4(sum, v[u]);
+        continue;
+      }
+      gsum = add4(gsum, v[u]);
+      if (--left == 0 || j0 + u + 1 == slots) {
+        sum = add4(sum, gsum);
+        gsum = float4{0.0f, 0.0f, 0.0f, 0.0f};
+        left = gch;
+      }
+    }
+  }
+  return sum;
+}
+
+SVDQ_DEV u32 bf16x2_of(float lo, float hi) { return bf16_from_float(lo) | (bf16_from_float(hi) << 16); }
+
 template <int STAGES>
 SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   using C = QuantLoraConfig<STAGES>;
@@ -98,9 +196,8 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
 #endif
 
   // This lane's two rows (g and g + 8 of its warp's 16) and its block of each K tile (elements 16t..16t+15).
-  const i64 mA = m0 + warp * 16 + g, mB = mA + 8;
-  const bool a_ok = mA < p.m, b_ok = mB < p.m;
-  const int blk_end = 16 * t < p.k ? static_cast<int>((p.k - 16 * t + 63) >> 6) : 0;  // K tiles holding the block
+  const i64 mA = m0 + warp * 16 + g;
+  const bool a_ok = mA < p.m, b_ok = mA + 8 < p.m;
   const bool smoothed = p.pqs != nullptr;
   // pqs: each warp's own copy of the K tile's 128 bytes in its ring slot (lanes 0-7 copy one chunk each).
   const bool pq_copier = quant && smoothed && lane < 8;
@@ -175,42 +272,9 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   if (quant) inv_scale[tid] = div_rn(gs, e4m3_to_float(static_cast<u32>(tid)));  // kThreads = 128 codes
   __syncthreads();
 
-  // Outputs at K tile 0 (a K tile adds 32 code bytes, 4 scale bytes (512 swizzled), 64 FP16 values).
-  const bool swizzled = p.swizzled != 0, a16_pairs = p.a16_pairs != 0;
-  const i64 row_group = (p.sf_cols / 4) * 512;  // swizzled: bytes per 128 rows
-  // Row A's output pointers; row B = A + 8 is 8 rows further in each (in the swizzled scales, 8 rows of the same
-  // 32-row block: A % 32 < 24, as A's tile starts at a multiple of 64 and g < 8).
-  const bool sf_a_ok = quant && (swizzled ? mA < p.sf_rows : a_ok), sf_b_ok = quant && (swizzled ? mB < p.sf_rows : b_ok);
-  u8* const sf_a = p.sf + (swizzled ? (mA / 128) * row_group + (mA % 32) * 16 + ((mA % 128) / 32) * 4 : mA * p.sf_cols) + t;
-  const i64 sf_b_off = swizzled ? 128 : 8 * p.sf_cols, sf_step = swizzled ? 512 : 4;
-  u8* const xq_a = p.xq + mA * (p.k / 2) + 8 * t;
-  u16* const h_a = p.a16 + mA * p.k + 16 * t;
-  const bool xq_on = quant, h_on = quant && p.a16 != nullptr;
+  const PassBlockOut out(p, mA, t);
   // The last row tile also writes the zero words of the padding rows past it (rows up to 128 ceil(M / 128)).
-  const bool pad_rows = quant && swizzled && rt + 1 == p.row_tiles && (rt + 1) * C::kRows < p.sf_rows;
-  // Stores one block's outputs for K tile kt (scale always where the layout has a byte; codes inside K and M).
-  const auto store_block = [&](const Block16& b, int kt, bool row_b) {
-    const i64 skt = static_cast<i64>(kt);
-    const bool in = kt < blk_end, ok = row_b ? b_ok : a_ok;
-    if ((row_b ? sf_b_ok : sf_a_ok) && (swizzled || in)) sf_a[(row_b ? sf_b_off : 0) + skt * sf_step] = static_cast<u8>(b.scale);
-    if (!in || !ok) return;
-    if (xq_on) *reinterpret_cast<uint2*>(xq_a + (row_b ? 4 * p.k : 0) + skt * 32) = make_uint2(b.codes[0], b.codes[1]);
-    if (h_on) {
-      u16* const h = h_a + (row_b ? 8 * p.k : 0);
-      const u32 sc2 = half2_lo_lo(scale2_half2_x128(b.scale));
-      u32 lo[4], hi[4];
-      dequant8_f16(b.codes[0], sc2, lo);
-      dequant8_f16(b.codes[1], sc2, hi);
-      uint4* dst = reinterpret_cast<uint4*>(h + skt * 64);
-      if (a16_pairs) {  // the pairs K order: w0 p0 p1, w1 p0 p1, w0 p2 p3, w1 p2 p3
-        dst[0] = make_uint4(lo[0], lo[1], hi[0], hi[1]);
-        dst[1] = make_uint4(lo[2], lo[3], hi[2], hi[3]);
-      } else {
-        dst[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-        dst[1] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-      }
-    }
-  };
+  const bool pad_rows = quant && p.swizzled != 0 && rt + 1 == p.row_tiles && (rt + 1) * C::kRows < p.sf_rows;
 
   // d: this warp's 16 rows x rcols, as n8 tiles in pairs (one ldmatrix.x4.trans per pair and k16 step). The chain of
   // a chunk runs in `acc`; a group of chunks adds its chunks' sums in `gacc`, d adds the groups' sums in `tot` (both
@@ -273,12 +337,9 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       const u32 wa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
       const u32 wb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
       const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-      store_block(quantize_block16(wa, pw, smoothed, gs, inv_scale), kt, false);
-      store_block(quantize_block16(wb, pw, smoothed, gs, inv_scale), kt, true);
-      if (pad_rows)
-        for (i64 r = (rt + 1) * C::kRows + tid; r < p.sf_rows; r += C::kThreads)
-          *reinterpret_cast<u32*>(p.sf + (r / 128) * row_group + static_cast<i64>(kt) * 512 + (r % 32) * 16 +
-                                  ((r % 128) / 32) * 4) = 0u;
+      out.store(quantize_block16(wa, pw, smoothed, gs, inv_scale), kt, false);
+      out.store(quantize_block16(wb, pw, smoothed, gs, inv_scale), kt, true);
+      if (pad_rows) zero_pad_scales(p, (rt + 1) * C::kRows, kt, tid, C::kThreads);
     }
     if (lora) {
       const u32 st = sbase + C::kL2tAt + slot * C::kStage + b_off;
@@ -356,12 +417,8 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       if (i / 2 >= pairs) break;
       const i64 col = r0 + i * 8 + 2 * t;
       const float* v = tot + i * 4 * C::kThreads;
-      if (m < p.m)
-        *reinterpret_cast<u32*>(p.d + m * p.rank + col) =
-            bf16_from_float(v[0]) | (bf16_from_float(v[C::kThreads]) << 16);
-      if (m + 8 < p.m)
-        *reinterpret_cast<u32*>(p.d + (m + 8) * p.rank + col) =
-            bf16_from_float(v[2 * C::kThreads]) | (bf16_from_float(v[3 * C::kThreads]) << 16);
+      if (m < p.m) *reinterpret_cast<u32*>(p.d + m * p.rank + col) = bf16x2_of(v[0], v[C::kThreads]);
+      if (m + 8 < p.m) *reinterpret_cast<u32*>(p.d + (m + 8) * p.rank + col) = bf16x2_of(v[2 * C::kThreads], v[3 * C::kThreads]);
     }
     return;
   }
@@ -382,60 +439,15 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     }
   __syncthreads();
   SVDQ_TRACE(4, 0);
-  // Two elements of four columns per thread and step, eight slots of each loaded before their (in-order) additions.
+  // One element of four columns per thread and step.
   const int slots = fine ? p.chunks : (p.chunks + gch - 1) / gch;
-  const i64 cstep = m_pad * p.rank;
-  const auto add4 = [](float4 a, const float4& b) {
-    return float4{__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w)};
-  };
   const int elems = C::kRows * rcols / 4;
-  for (int e0 = tid; e0 < elems; e0 += 2 * C::kThreads) {
-    const float* at[2];  // slot 0's partial sums of the element; d's offset is the same
-    bool ok[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int e = e0 + h * C::kThreads, row = e / (rcols / 4), col = 4 * (e - row * (rcols / 4));
-      ok[h] = e < elems && m0 + row < p.m;
-      at[h] = p.part + (m0 + row) * p.rank + r0 + col;
-    }
-    if (!ok[0] && !ok[1]) continue;
-    float4 sum[2], gsum[2];  // the additions of an unsplit CTA
-#pragma unroll
-    for (int h = 0; h < 2; ++h) sum[h] = gsum[h] = float4{0.0f, 0.0f, 0.0f, 0.0f};
-    int left = gch;  // (fine: chunks to the group's end)
-    for (int j0 = 0; j0 < slots; j0 += 8) {
-      float4 v[2][8];
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int u = 0; u < 8; ++u)
-          v[h][u] = ok[h] && j0 + u < slots ? ld_cg_f4(at[h] + (j0 + u) * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        if (j0 + u >= slots) break;
-        if (!fine) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) sum[h] = add4(sum[h], v[h][u]);
-          continue;
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) gsum[h] = add4(gsum[h], v[h][u]);
-        if (--left == 0 || j0 + u + 1 == slots) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            sum[h] = add4(sum[h], gsum[h]);
-            gsum[h] = float4{0.0f, 0.0f, 0.0f, 0.0f};
-          }
-          left = gch;
-        }
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      if (ok[h])
-        *reinterpret_cast<uint2*>(p.d + (at[h] - p.part)) =
-            make_uint2(bf16_from_float(sum[h].x) | (bf16_from_float(sum[h].y) << 16),
-                       bf16_from_float(sum[h].z) | (bf16_from_float(sum[h].w) << 16));
+  for (int e = tid; e < elems; e += C::kThreads) {
+    const int row = e / (rcols / 4), col = 4 * (e - row * (rcols / 4));
+    if (m0 + row >= p.m) continue;
+    const i64 at = (m0 + row) * p.rank + r0 + col;  // slot 0's partial sums of the element; d's offset is the same
+    const float4 sum = sum_partials(p.part + at, m_pad * p.rank, slots, fine, gch);
+    *reinterpret_cast<uint2*>(p.d + at) = make_uint2(bf16x2_of(sum.x, sum.y), bf16x2_of(sum.z, sum.w));
   }
   SVDQ_TRACE(5, 0);
 }

@@ -63,7 +63,7 @@ void quantize(const char* fn, const api::QuantDims& q, const void* x, const void
   a.xq = xq;
   a.sf = sf;
   a.layout = layout;
-  programs::launch_quant_lora(fn, dev, router::select_quant_lora(dev), a, stream);
+  programs::launch_quant_lora(fn, dev, router::select_quant_lora(dev, a.m, a.l2t != nullptr), a, stream);
 }
 }  // namespace
 
@@ -135,25 +135,30 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   q.l2t = l2t_smoothed.data;
   q.d = d;
   programs::MmOperands ops{xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data};
-  const registry::Build& pass = router::select_quant_lora(dev);
+  const registry::Build& pass = router::select_quant_lora(dev, dm.m, true);
   if (!programs::reads_a_as_fp16(gemm)) {
     programs::launch_quant_lora("svdquant_linear", dev, pass, q, stream);
     programs::launch_mm(dev, route, shape, ops, stream);
     return;
   }
   jit::get_kernel(gemm, dev);  // its module loaded (or its error thrown) before anything is allocated
-  programs::Scratch a16(static_cast<uint64_t>(registry::fp16_copy_bytes(dm.m, dm.k)), dev, stream,
-                        "the FP16 copy of x's codes (" + gemm.id + ")");
-  q.a16 = a16.get();
+  // One scratch for the FP16 copy, the pass's split sums and the GEMM's, taken before the pass and released after
+  // the GEMM's launch: the GEMM starts by programmatic dependent launch on the pass, so nothing may stand between
+  // the two in the stream.
+  const int64_t a16_bytes = checked::round_up(registry::fp16_copy_bytes(dm.m, dm.k), 256, "FP16 copy bytes");
+  const int64_t pass_bytes = checked::round_up(programs::quant_lora_scratch_bytes(dev, pass, dm.m, dm.k, dm.rank), 256,
+                                               "pass scratch bytes");
+  const int64_t gemm_bytes = programs::mm_split_scratch_bytes(dev, gemm, shape);
+  programs::Scratch scratch(static_cast<uint64_t>(checked::add(checked::add(a16_bytes, pass_bytes, "scratch"), gemm_bytes, "scratch")),
+                            dev, stream, "the FP16 copy of x's codes and the split sums (" + gemm.id + ")");
+  q.a16 = scratch.bytes();
   q.a16_pairs = gemm.pairs;
-  ops.a16_ready = a16.get();
-  // The pass's split scratch is released after the GEMM's launch: the GEMM starts by programmatic dependent launch
-  // on the pass, so nothing may stand between the two in the stream.
-  std::optional<programs::Scratch> pass_scratch;
-  programs::launch_quant_lora("svdquant_linear", dev, pass, q, stream, &pass_scratch);
+  q.scratch_ready = pass_bytes > 0 ? scratch.bytes() + a16_bytes : nullptr;
+  ops.a16_ready = scratch.bytes();
+  ops.split_ready = gemm_bytes > 0 ? scratch.bytes() + a16_bytes + pass_bytes : nullptr;
+  programs::launch_quant_lora("svdquant_linear", dev, pass, q, stream);
   programs::launch_mm(dev, route, shape, ops, stream);
-  if (pass_scratch) pass_scratch->release();
-  a16.release();
+  scratch.release();
 }
 
 }  // namespace svdq

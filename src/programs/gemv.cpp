@@ -1,7 +1,7 @@
 // The decode GEMV program (kernels/portable/smxx_svdq_gemv.cuh): its plan and launch. A reads as deq(A) x 2^-7 in
 // FP16, written by a copy launch before it (or svdquant_linear's pass); the GEMV by programmatic dependent launch
 // after it (unless SVDQ_PDL=0), streaming its first weight chunks before it waits; split sums and flags in
-// stream-ordered scratch.
+// stream-ordered scratch (the caller's, taken before the launch in front of the GEMV, where it gives one).
 #include "programs/gemv.hpp"
 
 #include <algorithm>
@@ -36,10 +36,26 @@ GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int mt, int nt, int warps, i
   return p;
 }
 
+namespace {
+GemvPlan plan_of(const registry::Build& build, int64_t m, int64_t n, int64_t k, int sm_count) {
+  return plan_gemv(m, n, k, build.bn / 16, build.bm / 8, build.threads / 32, sm_count);
+}
+int64_t split_bytes(const GemvPlan& plan) {
+  return plan.splits > 1 ? checked::add(checked::round_up(plan.part_bytes, 256, "gemv partial sums bytes"), plan.flag_bytes,
+                                        "gemv scratch")
+                         : 0;
+}
+}  // namespace
+
+int64_t mm_split_scratch_bytes(const jit::DeviceTarget& dev, const registry::Build& build, const router::MmShape& shape) {
+  if (build.program != registry::Program::SmxxGemv) return 0;
+  return split_bytes(plan_of(build, shape.m, shape.n, shape.k, dev.sm_count));
+}
+
 void launch_smxx_gemv(const MmLaunch& L) {
   const registry::Build& build = L.build;
   const svdq_k::MmParams& p = L.p;
-  const GemvPlan plan = plan_gemv(p.m, p.n, p.k, build.bn / 16, build.bm / 8, build.threads / 32, L.dev.sm_count);
+  const GemvPlan plan = plan_of(build, p.m, p.n, p.k, L.dev.sm_count);
   if (plan.grid > 0x7FFFFFFF)
     throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: arguments 'a' and 'b' are too large for one launch of " + build.id);
   Fp16Copy copy;
@@ -55,11 +71,13 @@ void launch_smxx_gemv(const MmLaunch& L) {
   gp.splits = plan.splits;
   gp.chunks_per_split = plan.chunks_per_split;
   if (plan.splits > 1) {
-    const int64_t part = checked::round_up(plan.part_bytes, 256, "gemv partial sums bytes");
-    split.emplace(static_cast<uint64_t>(checked::add(part, plan.flag_bytes, "gemv scratch")), L.dev, L.stream,
-                  "the partial sums of " + build.id);
-    gp.part = reinterpret_cast<float*>(split->bytes());
-    gp.flags = reinterpret_cast<svdq_k::u64*>(split->bytes() + part);
+    char* bytes = static_cast<char*>(L.split_ready);
+    if (!bytes) {
+      split.emplace(static_cast<uint64_t>(split_bytes(plan)), L.dev, L.stream, "the partial sums of " + build.id);
+      bytes = split->bytes();
+    }
+    gp.part = reinterpret_cast<float*>(bytes);
+    gp.flags = reinterpret_cast<svdq_k::u64*>(bytes + checked::round_up(plan.part_bytes, 256, "gemv partial sums bytes"));
     gp.epoch = next_epoch();
   }
   if (!L.a16_ready) launch_fp16_copy(copy, L.dev, p.a, p.a_sf, a16s->get(), L.stream);

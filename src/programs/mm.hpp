@@ -24,7 +24,15 @@ struct MmOperands {
   void* out = nullptr;
   // The op's A already copied to FP16 in the build's K order (svdquant_linear's pass), or null.
   const void* a16_ready = nullptr;
+  // mm_split_scratch_bytes of scratch taken before the launch in front of the GEMM (svdquant_linear takes it before
+  // its pass, so no allocation stands between the pass and a GEMM started by programmatic dependent launch), or
+  // null: the launcher takes its own.
+  void* split_ready = nullptr;
 };
+
+// The stream-ordered scratch `build` takes for its split sums on a shape (the decode GEMV's partial sums and
+// flags), 0 for builds that take none.
+int64_t mm_split_scratch_bytes(const jit::DeviceTarget& dev, const registry::Build& build, const router::MmShape& shape);
 
 // The router's answer for one shape: the build and, for the warp-specialized program, its raster groups.
 struct MmRoute {

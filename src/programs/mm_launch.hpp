@@ -16,6 +16,7 @@ struct MmLaunch {
   // side, d and l1 swapped (out and bias stay the op's).
   svdq_k::MmParams p;
   const void* a16_ready;  // the op's A as FP16 (svdquant_linear's pass), or null
+  void* split_ready;      // mm_split_scratch_bytes taken by the caller, or null
   int64_t row_tiles, col_tiles;
   unsigned gx, gy;
   Stream stream;

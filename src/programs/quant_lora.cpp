@@ -27,9 +27,11 @@ svdq_k::QuantLoraParams quant_lora_params(const QuantLoraPlan& plan, int64_t m, 
   return p;
 }
 
-QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) {
+namespace {
+// The row tiles and K's chunks and groups (set by K alone: d's arithmetic).
+QuantLoraPlan plan_k(int64_t m, int64_t k, int rows) {
   QuantLoraPlan p;
-  p.row_tiles = checked::ceil_div(m, kQuantLoraRows, "quantize row tiles");
+  p.row_tiles = checked::ceil_div(m, rows, "quantize row tiles");
   const int64_t ktiles64 = checked::ceil_div(k, 64, "quantize K tiles");
   if (ktiles64 > (int64_t(1) << 30))
     throw Error(ErrorCode::InvalidArgument, "argument 'x': K = " + std::to_string(k) + " is too large for one launch");
@@ -38,6 +40,32 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
   p.chunks = (ktiles + p.chunk_tiles - 1) / p.chunk_tiles;
   p.group_chunks = (p.chunks + kQuantLoraMaxGroups - 1) / kQuantLoraMaxGroups;
   p.chunks_per_split = p.chunks;
+  return p;
+}
+}  // namespace
+
+QuantLoraPlan plan_quant_lora_m16(int64_t m, int64_t k, int64_t rank) {
+  if (rank <= 0) throw Error(ErrorCode::Unsupported, "the decode form of the one pass runs with d only");
+  QuantLoraPlan p = plan_k(m, k, kQuantLoraM16Rows);
+  p.rank_tiles = static_cast<int>((rank + kQuantLoraRankTile - 1) / kQuantLoraRankTile);
+  p.chunks_per_split = 1;
+  p.splits = p.chunks;
+  const int64_t units = checked::mul(p.row_tiles, p.rank_tiles, "quantize units");
+  if (p.splits > 1) {
+    p.part_bytes = checked::mul(checked::mul(p.chunks, checked::mul(p.row_tiles, kQuantLoraM16Rows, "partial rows"), "partials"),
+                                checked::mul(rank, 4, "partial row bytes"), "partial sums bytes");
+    p.flag_bytes = checked::mul(checked::mul(units, p.splits, "split flags"), 8, "split flags bytes");
+  }
+  p.grid = checked::mul(units, p.splits, "quantize grid");
+  return p;
+}
+
+QuantLoraPlan plan_for(const registry::Build& build, int64_t m, int64_t k, int64_t rank, int sm_count) {
+  return build.bm == kQuantLoraM16Rows ? plan_quant_lora_m16(m, k, rank) : plan_quant_lora(m, k, rank, sm_count);
+}
+
+QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) {
+  QuantLoraPlan p = plan_k(m, k, kQuantLoraRows);
   const int groups = (p.chunks + p.group_chunks - 1) / p.group_chunks;
   if (rank > 0) {
     p.rank_tiles = static_cast<int>((rank + kQuantLoraRankTile - 1) / kQuantLoraRankTile);
@@ -83,13 +111,22 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
   return p;
 }
 int64_t quant_lora_smem(const registry::Build& build, bool with_d) {
-  return with_d ? build.smem_bytes : int64_t(build.stages) * (128 * 64 + 4 * 128) + 128 * 4;
+  return with_d || build.bm == kQuantLoraM16Rows ? build.smem_bytes : int64_t(build.stages) * (128 * 64 + 4 * 128) + 128 * 4;
+}
+
+int64_t quant_lora_scratch_bytes(const jit::DeviceTarget& dev, const registry::Build& build, int64_t m, int64_t k,
+                                 int64_t rank) {
+  const QuantLoraPlan plan = plan_for(build, m, k, rank, dev.sm_count);
+  if (plan.splits == 1 || rank == 0) return 0;
+  return checked::add(checked::round_up(plan.part_bytes, 256, "partial sums bytes"), plan.flag_bytes, "scratch");
 }
 
 void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const registry::Build& build,
-                       const QuantLoraArgs& a, Stream stream, std::optional<Scratch>* keep) {
+                       const QuantLoraArgs& a, Stream stream) {
   const int64_t rank = a.l2t ? a.rank : 0;
-  const QuantLoraPlan plan = plan_quant_lora(a.m, a.k, rank, dev.sm_count);
+  if (build.bm == kQuantLoraM16Rows && rank == 0)
+    throw Error(ErrorCode::Unsupported, std::string(fn) + ": " + build.id + " runs with d only");
+  const QuantLoraPlan plan = plan_for(build, a.m, a.k, rank, dev.sm_count);
   if (plan.grid > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, std::string(fn) + ": argument 'x' is too large for one launch");
   svdq_k::QuantLoraParams p = quant_lora_params(plan, a.m, a.k, rank, a.layout == ScaleLayout::Swizzled128x4);
   p.x = static_cast<const svdq_k::u16*>(a.x);
@@ -106,17 +143,20 @@ void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const regis
     launch_kernel(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p, false, quant_lora_smem(build, rank > 0));
     return;
   }
-  // Split K: the CTAs' FP32 partial sums and their flags in stream-ordered scratch.
+  // Split K: the CTAs' FP32 partial sums and their flags in stream-ordered scratch (the caller's, or taken here).
   const int64_t part = checked::round_up(plan.part_bytes, 256, "partial sums bytes");
-  std::optional<Scratch> local;
-  std::optional<Scratch>& scratch = keep ? *keep : local;
-  scratch.emplace(static_cast<uint64_t>(checked::add(part, plan.flag_bytes, "scratch")), dev, stream,
-                  std::string("the partial sums of d (") + fn + ")");
-  p.part = reinterpret_cast<float*>(scratch->bytes());
-  p.flags = reinterpret_cast<svdq_k::u64*>(scratch->bytes() + part);
+  std::optional<Scratch> scratch;
+  char* bytes = static_cast<char*>(a.scratch_ready);
+  if (!bytes) {
+    scratch.emplace(static_cast<uint64_t>(checked::add(part, plan.flag_bytes, "scratch")), dev, stream,
+                    std::string("the partial sums of d (") + fn + ")");
+    bytes = scratch->bytes();
+  }
+  p.part = reinterpret_cast<float*>(bytes);
+  p.flags = reinterpret_cast<svdq_k::u64*>(bytes + part);
   p.epoch = next_epoch();
   launch_kernel(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p);
-  if (!keep) scratch->release();
+  if (scratch) scratch->release();
 }
 
 }  // namespace svdq::programs

@@ -26,12 +26,18 @@ constexpr int kQuantLoraRows = 64, kQuantLoraRankTile = 32, kQuantLoraMaxChunks 
 static_assert(kQuantLoraMaxChunks <= 128, "a split's last CTA waits on one flag per thread (128 threads)");
 // rank = 0: quantization alone (no partial sums: short row counts are simply cut along K).
 QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count);
+// The decode form (kernels/quantize/smxx_quant_lora_m16.cuh, with d): 16-row tiles, the same chunks and groups, one
+// chunk per CTA (splits = chunks), per-chunk partial sums.
+constexpr int kQuantLoraM16Rows = 16;
+QuantLoraPlan plan_quant_lora_m16(int64_t m, int64_t k, int64_t rank);
+// The plan of `build` (64-row or decode form).
+QuantLoraPlan plan_for(const registry::Build& build, int64_t m, int64_t k, int64_t rank, int sm_count);
 // The program's parameters for a plan: shapes, the scale layout's padded grid and the split; the caller sets the
 // pointers (and, with splits, the partial sums, flags and epoch).
 svdq_k::QuantLoraParams quant_lora_params(const QuantLoraPlan& plan, int64_t m, int64_t k, int64_t rank, bool swizzled);
 
 // The dynamic shared memory a launch of `build` uses: all of it with d, the x ring and scale table alone without
-// (QuantLoraConfig::kSmemQuantize).
+// (QuantLoraConfig::kSmemQuantize; the decode form always runs with d).
 int64_t quant_lora_smem(const registry::Build& build, bool with_d);
 
 // The launch of `build` (router::select_quant_lora): quantization into `layout` where xq != null, d = BF16(x @ l2t)
@@ -49,11 +55,14 @@ struct QuantLoraArgs {
   void* d = nullptr;
   void* a16 = nullptr;
   bool a16_pairs = false;
+  // quant_lora_scratch_bytes taken by the caller, or null: the launch takes its own.
+  void* scratch_ready = nullptr;
 };
-// `keep`: where a split launch leaves its scratch (the partial sums and flags) for the caller to release after the
-// launches that follow it (a stream-ordered free between the pass and a GEMM started by programmatic dependent launch
-// would stand between the two in the stream); null: released right after the launch.
+// The stream-ordered scratch a launch of `build` takes (the split's partial sums and flags; 0 for none).
+int64_t quant_lora_scratch_bytes(const jit::DeviceTarget& dev, const registry::Build& build, int64_t m, int64_t k,
+                                 int64_t rank);
+// Without args.scratch_ready, a split launch takes its scratch and queues its release right after the launch.
 void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const registry::Build& build,
-                       const QuantLoraArgs& args, Stream stream, std::optional<Scratch>* keep = nullptr);
+                       const QuantLoraArgs& args, Stream stream);
 
 }  // namespace svdq::programs

@@ -30,7 +30,7 @@ std::string derived_id(const Build& b) {
   const auto n = [](const char* tag, int64_t v) { return std::string("_") + tag + std::to_string(v); };
   switch (b.program) {
     case Program::PortableGemm: return "sm80_gemm" + n("m", b.bm) + n("s", b.stages) + n("t", b.tile_bufs);
-    case Program::QuantLora: return "smxx_quant_lora" + n("s", b.stages);
+    case Program::QuantLora: return std::string("smxx_quant_lora") + (b.bm == 16 ? "_m16" : "") + n("s", b.stages);
     case Program::DequantFp16: return std::string("smxx_dequant_fp16") + (b.pairs ? "_pairs" : "");
     case Program::SmxxDecode: {
       const int warps = b.threads / 32;
@@ -176,6 +176,15 @@ Build quant_lora(int stages) {
   b.smem_bytes = int64_t(stages) * (128 * 64 + 4 * 128 + 64 * 80) + 128 * 4 + 128 * 2 * 16 * 4;
   return b;
 }
+// Mirrors QuantLoraM16Config in kernels/quantize/smxx_quant_lora_m16.cuh: the decode form, `slots` K tiles in flight.
+Build quant_lora_m16(int slots) {
+  Build b = simple(Program::QuantLora, 128);
+  b.bm = 16;
+  b.bn = 32;
+  b.stages = slots;
+  b.smem_bytes = int64_t(slots) * (16 * 128 + 128 + 64 * 80) + 128 * 4;
+  return b;
+}
 
 // Build IDs that named builds since deleted: never reused or repurposed (docs/lab/ has what was measured of them).
 const std::vector<std::string>& retired() {
@@ -239,6 +248,7 @@ std::vector<Build> make_builds() {
       gemm(64, 4, 1),
       gemm(64, 6, 2),
       quant_lora(3),
+      quant_lora_m16(8),
       dequant_fp16(256, 2),
       dequant_fp16(256, 2, true),
       // Small M on FP16 A: B into RS fragments beyond one wave, into two FP16 tiles (SS) within one (136-row tiles).
@@ -318,7 +328,10 @@ std::string Build::description() const {
       break;
     case Program::QuantLora:
       os << "one pass over x: NVFP4 quantize(_smooth) and d = x @ l2t (mma.sync), " << bm << " rows x " << bn
-         << " rank columns per CTA, " << stages << "-slot cp.async ring, " << smem_bytes / 1024 << " KiB smem, sm_" << min_cc << "+";
+         << " rank columns per CTA, ";
+      if (bm == 16) os << "one chunk of K per CTA with up to " << stages << " K tiles' copies in flight (decode M, with d), ";
+      else os << stages << "-slot cp.async ring, ";
+      os << smem_bytes / 1024 << " KiB smem, sm_" << min_cc << "+";
       break;
     case Program::Sm90Ws:
       os << "sm_90a warp-specialized wgmma GEMM, tile " << bm << "x" << bn << "x64, TMA + mbarrier ring of " << stages
@@ -497,6 +510,14 @@ std::string render(const Build& b) {
          << ">(p);\n}\n";
       break;
     case Program::QuantLora:
+      if (b.bm == 16) {
+        os << "#include \"quantize/smxx_quant_lora_m16.cuh\"\n"
+           << "static_assert(svdq_k::QuantLoraM16Config<" << b.stages << ">::kSmem == " << b.smem_bytes
+           << ", \"registry smem_bytes differs from the kernel's\");\n"
+           << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 3) " << b.kernel_name
+           << "(const svdq_k::QuantLoraParams p) {\n  svdq_k::smxx_quant_lora_m16<" << b.stages << ">(p);\n}\n";
+        break;
+      }
       os << "#include \"quantize/smxx_quant_lora.cuh\"\n"
          << "static_assert(svdq_k::QuantLoraConfig<" << b.stages << ">::kSmem == " << b.smem_bytes
          << ", \"registry smem_bytes differs from the kernel's\");\n"

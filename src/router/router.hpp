@@ -14,9 +14,11 @@ namespace svdq::router {
 
 // SVDQ_FORCE_BUILD=<build id> overrides the choice (used to compare builds); an unknown or unusable ID is an error.
 const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& shape);
-// The one-pass program over x (quantization, d = x @ l2t, or both): the deeper ring where the device's shared
-// memory holds it.
-const registry::Build& select_quant_lora(const jit::DeviceTarget& dev);
+// The one-pass program over x (quantization, d = x @ l2t, or both) for M rows: with d and M <= kPassM16MaxM the
+// decode form (16-row tiles, a CTA per chunk of K with all its copies in flight), else the 64-row form. Both give the
+// same bytes.
+const registry::Build& select_quant_lora(const jit::DeviceTarget& dev, int64_t m, bool with_d);
+constexpr int64_t kPassM16MaxM = 128;
 const registry::Build& select_dequant_fp16(const jit::DeviceTarget& dev, const registry::Build& gemm);
 
 // Tile rasterization of build `b` on a shape: row tiles per raster group (0 = row-major tile order), used by the

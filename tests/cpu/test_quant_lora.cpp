@@ -11,6 +11,7 @@
 #include "common/env.hpp"
 #include "common/smxx_nvfp4_codec.cuh"
 #include "programs/quant_lora.hpp"
+#include "router/router.hpp"
 
 namespace {
 
@@ -158,6 +159,38 @@ TEST(QuantLoraPlan, SplitsOnlyWhereTheTilesLeaveSmsIdle) {
   p = svdq::programs::plan_quant_lora(12800, 12288, 128, 132);
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.part_bytes, 0);
+}
+
+TEST(QuantLoraPlan, DecodeFormTakesOneChunkPerCtaWithTheSameChunksAndGroups) {
+  for (int64_t k : {64, 3104, 4096, 14336, 18432}) {
+    for (int64_t m : {1, 16, 17, 128}) {
+      for (int64_t r : {16, 32, 48, 256}) {
+        const auto p = svdq::programs::plan_quant_lora_m16(m, k, r);
+        const auto wide = svdq::programs::plan_quant_lora(m, k, r, 132);
+        SCOPED_TRACE("k " + std::to_string(k) + " m " + std::to_string(m) + " r " + std::to_string(r));
+        EXPECT_EQ(p.chunk_tiles, wide.chunk_tiles);  // d's arithmetic: the 64-row form's
+        EXPECT_EQ(p.chunks, wide.chunks);
+        EXPECT_EQ(p.group_chunks, wide.group_chunks);
+        EXPECT_EQ(p.row_tiles, (m + 15) / 16);
+        EXPECT_EQ(p.rank_tiles, (r + 31) / 32);
+        EXPECT_EQ(p.splits, p.chunks);
+        EXPECT_EQ(p.chunks_per_split, 1);
+        EXPECT_EQ(p.grid, p.row_tiles * p.rank_tiles * p.chunks);
+        EXPECT_EQ(p.part_bytes, p.chunks > 1 ? p.chunks * p.row_tiles * 16 * r * 4 : 0);
+        EXPECT_EQ(p.flag_bytes, p.chunks > 1 ? p.grid * 8 : 0);
+      }
+    }
+  }
+  EXPECT_THROW(svdq::programs::plan_quant_lora_m16(1, 4096, 0), svdq::Error);  // it runs with d only
+}
+
+TEST(QuantLoraPlan, DecodeFormRoutedWithDUpToItsRowLimit) {
+  svdq::jit::DeviceTarget dev{};
+  dev.sm_count = 132;
+  EXPECT_EQ(svdq::router::select_quant_lora(dev, 1, true).id, "smxx_quant_lora_m16_s8");
+  EXPECT_EQ(svdq::router::select_quant_lora(dev, svdq::router::kPassM16MaxM, true).id, "smxx_quant_lora_m16_s8");
+  EXPECT_EQ(svdq::router::select_quant_lora(dev, svdq::router::kPassM16MaxM + 1, true).id, "smxx_quant_lora_s3");
+  EXPECT_EQ(svdq::router::select_quant_lora(dev, 1, false).id, "smxx_quant_lora_s3");  // quantization alone
 }
 
 TEST(QuantLoraPlan, ShapeArithmeticIsChecked) {

@@ -6,6 +6,7 @@
 #include "simt_emu.hpp"
 // (the emulator first)
 #include "quantize/smxx_quant_lora.cuh"
+#include "quantize/smxx_quant_lora_m16.cuh"
 
 #include <gtest/gtest.h>
 
@@ -37,11 +38,13 @@ struct Out {
 
 uint16_t bits_bf16(float f) { return static_cast<uint16_t>(svdq_k::bf16_from_float(f)); }
 
-// As src/api/ops.cpp launch_quant_lora, on host memory.
+// As src/api/ops.cpp launch_quant_lora, on host memory; m16: the decode form (smxx_quant_lora_m16_s8).
 Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float gs, int64_t m, int64_t k,
-        const std::vector<uint16_t>* l2t, int64_t r, bool swizzled, bool quantize, int sm_count, int a16 = -1) {
+        const std::vector<uint16_t>* l2t, int64_t r, bool swizzled, bool quantize, int sm_count, int a16 = -1,
+        bool m16 = false) {
   Out o;
-  o.plan = svdq::programs::plan_quant_lora(m, k, l2t ? r : 0, sm_count);
+  const svdq::registry::Build& build = svdq::registry::build_by_id(m16 ? "smxx_quant_lora_m16_s8" : "smxx_quant_lora_s3");
+  o.plan = svdq::programs::plan_for(build, m, k, l2t ? r : 0, sm_count);
   const auto& pl = o.plan;
   const svdq::ScaleLayout layout = swizzled ? svdq::ScaleLayout::Swizzled128x4 : svdq::ScaleLayout::Linear;
   if (quantize) {
@@ -66,7 +69,13 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
   p.a16 = a16 >= 0 ? o.a16.data() : nullptr;
   p.a16_pairs = a16 == 1 ? 1 : 0;
   // The shared memory src/programs/quant_lora.cpp launches it with (the x ring and table alone without d).
-  const int64_t smem = svdq::programs::quant_lora_smem(svdq::registry::build_by_id("smxx_quant_lora_s3"), l2t != nullptr);
+  const int64_t smem = svdq::programs::quant_lora_smem(build, l2t != nullptr);
+  if (m16) {
+    EXPECT_EQ(smem, svdq_k::QuantLoraM16Config<8>::kSmem);
+    svdq_emu::launch(static_cast<unsigned>(pl.grid), svdq_k::QuantLoraM16Config<8>::kThreads, static_cast<int>(smem),
+                     [&] { svdq_k::smxx_quant_lora_m16<8>(p); });
+    return o;
+  }
   EXPECT_EQ(smem, l2t ? QuantLoraConfig<kStages>::kSmem : QuantLoraConfig<kStages>::kSmemQuantize);
   svdq_emu::launch(static_cast<unsigned>(pl.grid), QuantLoraConfig<kStages>::kThreads, static_cast<int>(smem),
                    [&] { svdq_k::smxx_quant_lora<kStages>(p); });
@@ -237,6 +246,46 @@ TEST_P(QuantLoraEmu, Fp16CopyOfTheActivationsInBothOrders) {
 INSTANTIATE_TEST_SUITE_P(Shapes, QuantLoraEmu,
                          ::testing::Values(Case{1, 64, 16}, Case{77, 3104, 48}, Case{129, 512, 32}, Case{40, 1024, 128},
                                            Case{200, 96, 80}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::ostringstream name;
+                           name << "m" << i.param.m << "_k" << i.param.k << "_r" << i.param.r;
+                           return name.str();
+                         });
+
+// The decode form (16-row tiles, one chunk of K per CTA) writes the 64-row form's bytes: codes, scales in both
+// layouts (with the swizzled padding rows), both FP16 copy orders and d, smoothed or not; its tiles past SLOTS = 8 per
+// chunk run in a second round (K = 18432: 9 tiles per chunk), one-chunk K (64) needs no partial sums.
+class QuantLoraM16Emu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QuantLoraM16Emu, WritesTheBytesOfThe64RowForm) {
+  const Case c = GetParam();
+  std::mt19937_64 g(static_cast<uint64_t>(c.m * 71 + c.k * 3 + c.r));
+  const std::vector<uint16_t> x = random_x(g, c.m * c.k, true);
+  std::vector<uint16_t> pqs(static_cast<size_t>(c.k)), l2t(static_cast<size_t>(c.k * c.r));
+  std::uniform_real_distribution<float> ud(0.5f, 2.0f), ld(-0.05f, 0.05f);
+  for (auto& v : pqs) v = bits_bf16(ud(g));
+  for (auto& v : l2t) v = bits_bf16(ld(g));
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool swizzled = variant != 1, smoothed = variant != 2;
+    const int a16 = variant;  // -1 never: the decode form runs before GEMMs that take the copy or not
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    const Out want = run(x, smoothed ? &pqs : nullptr, 37.5f, c.m, c.k, &l2t, c.r, swizzled, true, 132, a16 - 1);
+    const Out got = run(x, smoothed ? &pqs : nullptr, 37.5f, c.m, c.k, &l2t, c.r, swizzled, true, 132, a16 - 1, true);
+    EXPECT_EQ(got.plan.splits, got.plan.chunks);
+    EXPECT_TRUE(got.xq == want.xq) << "codes differ";
+    EXPECT_TRUE(got.sf == want.sf) << "scales differ";
+    EXPECT_TRUE(got.a16 == want.a16) << "FP16 copy differs";
+    int64_t bad = 0;
+    for (size_t i = 0; i < want.d.size(); ++i)
+      if (got.d[i] != want.d[i] && bad++ < 5)
+        ADD_FAILURE() << "d[" << i / c.r << "][" << i % c.r << "] 0x" << std::hex << got.d[i] << " want 0x" << want.d[i];
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, QuantLoraM16Emu,
+                         ::testing::Values(Case{1, 4096, 32}, Case{5, 3104, 48}, Case{16, 18432, 16}, Case{17, 1024, 256},
+                                           Case{40, 64, 32}, Case{130, 512, 80}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::ostringstream name;
                            name << "m" << i.param.m << "_k" << i.param.k << "_r" << i.param.r;
