@@ -134,12 +134,31 @@ SVDQ_DEV float4 add4(float4 a, const float4& b) {
   return float4{__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w)};
 }
 
-// The split's last CTA: four columns of one row of d as an unsplit CTA adds them, from the partial-sum slots at `at`
-// (slot j at at + j * cstep): per chunk (`fine`: each group's chunks in order, then the groups in order) or per group
-// (the groups in order). Sixteen slots loaded before their in-order additions.
+// The split's last CTA adds four columns of one row of d over the partial-sum slots in order, as an unsplit CTA
+// adds them: per chunk slots (`fine`: each group's chunks in order, then the groups in order) or per group slots (the
+// groups in order).
+struct OrderedSum {
+  float4 sum{0.0f, 0.0f, 0.0f, 0.0f}, gsum{0.0f, 0.0f, 0.0f, 0.0f};
+  int left, gch;  // (fine: chunks to the group's end)
+  bool fine;
+  SVDQ_DEV OrderedSum(bool fine_, int gch_) : left(gch_), gch(gch_), fine(fine_) {}
+  SVDQ_DEV void add(const float4& v, bool last_slot) {
+    if (!fine) {
+      sum = add4(sum, v);
+      return;
+    }
+    gsum = add4(gsum, v);
+    if (--left == 0 || last_slot) {
+      sum = add4(sum, gsum);
+      gsum = float4{0.0f, 0.0f, 0.0f, 0.0f};
+      left = gch;
+    }
+  }
+};
+
+// The slots at `at` (slot j at at + j * cstep), sixteen loaded before their in-order additions.
 SVDQ_DEV float4 sum_partials(const float* at, i64 cstep, int slots, bool fine, int gch) {
-  float4 sum{0.0f, 0.0f, 0.0f, 0.0f}, gsum = sum;
-  int left = gch;  // (fine: chunks to the group's end)
+  OrderedSum s(fine, gch);
   for (int j0 = 0; j0 < slots; j0 += 16) {
     float4 v[16];
 #pragma unroll
@@ -147,19 +166,10 @@ SVDQ_DEV float4 sum_partials(const float* at, i64 cstep, int slots, bool fine, i
 #pragma unroll
     for (int u = 0; u < 16; ++u) {
       if (j0 + u >= slots) break;
-      if (!fine) {
-        sum = add4(sum, v[u]);
-        continue;
-      }
-      gsum = add4(gsum, v[u]);
-      if (--left == 0 || j0 + u + 1 == slots) {
-        sum = add4(sum, gsum);
-        gsum = float4{0.0f, 0.0f, 0.0f, 0.0f};
-        left = gch;
-      }
+      s.add(v[u], j0 + u + 1 == slots);
     }
   }
-  return sum;
+  return s.sum;
 }
 
 SVDQ_DEV u32 bf16x2_of(float lo, float hi) { return bf16_from_float(lo) | (bf16_from_float(hi) << 16); }

@@ -1,11 +1,12 @@
 // The one pass over x (smxx_quant_lora.cuh's outputs, byte for byte) for decode-sized M: a CTA takes 16 rows, one
 // rank tile of at most 32 columns and one chunk of K, and issues every copy of its chunk at once (up to SLOTS K tiles
-// of x and l2t in flight), so a chunk costs one memory latency instead of one per ring slot. Its 4 warps share the
-// work of the chunk's tiles: warp w quantizes the K tiles kt with kt % 4 == w and runs the tensor-core chain of the
-// n8 column tile w of d (columns are independent chains, so d's bits are those of the 64-row program: the same
-// chunks, k16 steps and K order, per column tile). Every CTA of the rows stores its chunk's FP32 sums in a per-chunk
-// slot and the last one adds them (smxx_quant_lora.cuh's order: each group's chunks, then the groups), all slots'
-// loads in flight together.
+// of x and l2t in flight), so a chunk costs one memory latency instead of one per ring slot. At these M a warp's
+// instructions run one after another (one warp per scheduler), so the work is spread thin: warp w runs the
+// tensor-core chain of d's n8 column tile w (columns are independent chains, so d's bits are those of the 64-row
+// program: the same chunks, k16 steps and K order, per column tile), and the quantization takes the blocks inside M
+// only, one per thread at a time. Every CTA of the rows stores its chunk's FP32 sums in a per-chunk slot and the last
+// one adds them (smxx_quant_lora.cuh's order: each group's chunks, then the groups), its copies of all slots in
+// flight together.
 #pragma once
 #include "quantize/smxx_quant_lora.cuh"
 
@@ -85,9 +86,10 @@ SVDQ_DEV void smxx_quant_lora_m16(const QuantLoraParams& p) {
 
   const float gs = quant ? *p.global_scale : 0.0f;
   float* inv_scale = reinterpret_cast<float*>(smem + C::kTableAt);
-  const PassBlockOut out(p, m0 + g, t);
-  const bool pad_rows = quant && p.swizzled != 0 && rt + 1 == p.row_tiles && (rt + 1) * C::kRows < p.sf_rows;
-  // This lane's reads of a slot: rows g and g + 8, chunks 2t and 2t + 1 (block t of the K tile).
+  // Rows of the tile inside M; the last row tile writes the zero scale words of the rows past them (swizzled layout).
+  const int rv = p.m - m0 < C::kRows ? static_cast<int>(p.m - m0) : C::kRows;
+  const bool pad_rows = quant && p.swizzled != 0 && rt + 1 == p.row_tiles && m0 + rv < p.sf_rows;
+  // Chain reads of a slot: lane (g, t) rows g and g + 8, chunks 2t and 2t + 1 (block t of the K tile).
   const u32 x_c0 = g * 128 + (((2 * t) ^ (g & 7)) << 4), x_c1 = g * 128 + (((2 * t + 1) ^ (g & 7)) << 4);
   // ldmatrix.x2.trans of warp w's n8 column tile: lanes 0-15 give row (lane % 8) of the k16 step's half lane / 8.
   const bool chain = warp < rcols / 8;
@@ -103,26 +105,14 @@ SVDQ_DEV void smxx_quant_lora_m16(const QuantLoraParams& p) {
     if (kb == kt0 && quant) inv_scale[tid] = div_rn(gs, e4m3_to_float(static_cast<u32>(tid)));  // 128 codes
     cp_async_wait<0>();
     __syncthreads();
-    for (int s = 0; s < n; ++s) {
-      const int kt = kb + s;
-      const unsigned char* xs = smem + s * C::kXStage;
-      const uint4 xw[4] = {*reinterpret_cast<const uint4*>(xs + x_c0), *reinterpret_cast<const uint4*>(xs + x_c1),
-                           *reinterpret_cast<const uint4*>(xs + 1024 + x_c0),
-                           *reinterpret_cast<const uint4*>(xs + 1024 + x_c1)};
-      const u32 wa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
-      const u32 wb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
-      if (quant && (kt & 3) == warp) {
-        uint4 q0 = make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u), q1 = q0;  // BF16 ones
-        if (smoothed) {
-          q0 = *reinterpret_cast<const uint4*>(xs + C::kRows * 128 + 32 * t);
-          q1 = *reinterpret_cast<const uint4*>(xs + C::kRows * 128 + 32 * t + 16);
-        }
-        const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-        out.store(quantize_block16(wa, pw, smoothed, gs, inv_scale), kt, false);
-        out.store(quantize_block16(wb, pw, smoothed, gs, inv_scale), kt, true);
-        if (pad_rows) zero_pad_scales(p, (rt + 1) * C::kRows, kt, lane, 32);
-      }
-      if (chain) {  // k16 step s' of the tile: x's words 2s', 2s' + 1 (l2t_slot_row's K order)
+    if (chain) {  // k16 step q of a tile: x's words 2q, 2q + 1 (l2t_slot_row's K order)
+      for (int s = 0; s < n; ++s) {
+        const unsigned char* xs = smem + s * C::kXStage;
+        const uint4 xw[4] = {*reinterpret_cast<const uint4*>(xs + x_c0), *reinterpret_cast<const uint4*>(xs + x_c1),
+                             *reinterpret_cast<const uint4*>(xs + 1024 + x_c0),
+                             *reinterpret_cast<const uint4*>(xs + 1024 + x_c1)};
+        const u32 wa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
+        const u32 wb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
         const u32 st = sbase + C::kL2tAt + s * C::kStage + b_off;
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
@@ -132,6 +122,24 @@ SVDQ_DEV void smxx_quant_lora_m16(const QuantLoraParams& p) {
           mma_bf16_16816(acc, a, b0, b1);
         }
       }
+    }
+    if (quant) {  // the round's blocks inside M, one per thread at a time: (tile, row, block) with the block fastest
+      for (int i = tid; i < n * rv * 4; i += C::kThreads) {
+        const int s = i / (rv * 4), r = (i >> 2) - s * rv, blk = i & 3;
+        const unsigned char* xs = smem + s * C::kXStage + r * 128;
+        const uint4 w0 = *reinterpret_cast<const uint4*>(xs + (((2 * blk) ^ (r & 7)) << 4));
+        const uint4 w1 = *reinterpret_cast<const uint4*>(xs + (((2 * blk + 1) ^ (r & 7)) << 4));
+        uint4 q0 = make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u), q1 = q0;  // BF16 ones
+        if (smoothed) {
+          q0 = *reinterpret_cast<const uint4*>(smem + s * C::kXStage + C::kRows * 128 + 32 * blk);
+          q1 = *reinterpret_cast<const uint4*>(smem + s * C::kXStage + C::kRows * 128 + 32 * blk + 16);
+        }
+        const u32 wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+        PassBlockOut(p, m0 + r, blk).store(quantize_block16(wv, pw, smoothed, gs, inv_scale), kb + s, false);
+      }
+      if (pad_rows)
+        for (int s = 0; s < n; ++s) zero_pad_scales(p, m0 + rv, kb + s, tid, C::kThreads);
     }
   }
 
@@ -165,13 +173,29 @@ SVDQ_DEV void smxx_quant_lora_m16(const QuantLoraParams& p) {
     while (ld_acquire_u64(flags + tid) != p.epoch) {
     }
   __syncthreads();
-  const int elems = C::kRows * rcols / 4;  // one float4 of d per thread
+  // The rows' float4s of d inside M (e = row x cols4 + column group): the slots, as many at once as the shared memory
+  // (free now) holds, copied by every thread (cp.async, L2 only), then thread e adds its element's slots in order.
+  const int cols4 = rcols / 4, elems = rv * cols4;
+  const int per_round = C::kSmem / (elems * 16) < p.chunks ? C::kSmem / (elems * 16) : p.chunks;
+  OrderedSum sum(true, p.group_chunks);
+  for (int j0 = 0; j0 < p.chunks; j0 += per_round) {
+    const int nj = p.chunks - j0 < per_round ? p.chunks - j0 : per_round;
+    if (j0 != 0) __syncthreads();  // the previous round's slots are added
+    for (int i = tid; i < nj * elems; i += C::kThreads) {
+      const int j = i / elems, e = i - j * elems, row = e / cols4;
+      cp_async_16(sbase + i * 16, p.part + (j0 + j) * cstep + (m0 + row) * p.rank + r0 + 4 * (e - row * cols4), 16);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    if (tid < elems)
+      for (int j = 0; j < nj; ++j)
+        sum.add(*reinterpret_cast<const float4*>(smem + (j * elems + tid) * 16), j0 + j + 1 == p.chunks);
+  }
   if (tid >= elems) return;
-  const int row = tid / (rcols / 4), c4 = 4 * (tid - row * (rcols / 4));
-  if (m0 + row >= p.m) return;
-  const i64 at = (m0 + row) * p.rank + r0 + c4;
-  const float4 sum = sum_partials(p.part + at, cstep, p.chunks, true, p.group_chunks);
-  *reinterpret_cast<uint2*>(p.d + at) = make_uint2(bf16x2_of(sum.x, sum.y), bf16x2_of(sum.z, sum.w));
+  const int row = tid / cols4;
+  const i64 at = (m0 + row) * p.rank + r0 + 4 * (tid - row * cols4);
+  *reinterpret_cast<uint2*>(p.d + at) = make_uint2(bf16x2_of(sum.sum.x, sum.sum.y), bf16x2_of(sum.sum.z, sum.sum.w));
 }
 
 }  // namespace svdq_k

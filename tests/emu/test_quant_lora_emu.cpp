@@ -284,7 +284,7 @@ TEST_P(QuantLoraM16Emu, WritesTheBytesOfThe64RowForm) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, QuantLoraM16Emu,
-                         ::testing::Values(Case{1, 4096, 32}, Case{5, 3104, 48}, Case{16, 18432, 16}, Case{17, 1024, 256},
+                         ::testing::Values(Case{1, 4096, 32}, Case{5, 3104, 48}, Case{16, 18432, 16}, Case{16, 4096, 64}, Case{17, 1024, 256},
                                            Case{40, 64, 32}, Case{130, 512, 80}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::ostringstream name;
