@@ -43,7 +43,6 @@ struct SmxxGemvConfig {
   static constexpr int kActRows = 8 * NT;    // activation rows per CTA
   static constexpr int kFrag = MT * NT * 4;  // accumulators per lane
   static constexpr int kSmem = W * kFrag * 32 * 4;  // each warp's sums, for the CTA's fixed-order addition
-  static constexpr int kPrefetch = 16;               // chunks per warp past DEPTH brought into L2 before the wait
   static_assert(MT == 1 || MT == 2, "gemv: 16 or 32 weight rows per warp");
   static_assert(NT == 1 || NT == 2, "gemv: 8 or 16 activation rows");
   static_assert(W >= 1 && W <= 16, "gemv: 1..16 warps");
@@ -173,19 +172,6 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d) load_w(d, d);
 #if !defined(SVDQ_EMU) && __CUDA_ARCH__ >= 900
-  // And the next C::kPrefetch chunks' into L2 (a sector per lane with t even: codes at 32t of rows g and g + 8, and
-  // their scale words), so the launch in front (svdquant_linear's pass) overlaps them too.
-  if ((t & 1) == 0)
-    for (int i_chunk = DEPTH; i_chunk < DEPTH + C::kPrefetch && in_k(i_chunk); ++i_chunk) {
-      const i64 c = c_begin + warp + i_chunk * W;
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          gemv_prefetch_l2(wcode[i][h] + c * 64);
-          gemv_prefetch_l2(wsf[i][h] + c * 1024);
-        }
-    }
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
   load_a(0, 0);
