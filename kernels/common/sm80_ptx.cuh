@@ -16,6 +16,7 @@ SVDQ_DEV void mma_f16_16816(float* c, const u32* a, u32 b0, u32 b1) { svdq_emu::
 SVDQ_DEV u32 hmul2_u32(u32 a, u32 b) { return svdq_emu::hmul2(a, b); }
 SVDQ_DEV void st_release_u64(u64* p, u64 v) { svdq_emu::store_release(p, v); }
 SVDQ_DEV u64 ld_acquire_u64(const u64* p) { return svdq_emu::load_acquire(p); }
+SVDQ_DEV u64 atom_add_relaxed_u64(u64* p, u64 v) { return svdq_emu::fetch_add(p, v); }
 }  // namespace svdq_k
 #else
 namespace svdq_k {
@@ -72,6 +73,11 @@ SVDQ_DEV u64 ld_acquire_u64(const u64* p) {
   u64 v;
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
   return v;
+}
+SVDQ_DEV u64 atom_add_relaxed_u64(u64* p, u64 v) {  // returns the value before
+  u64 old;
+  asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;\n" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
 }
 
 }  // namespace svdq_k

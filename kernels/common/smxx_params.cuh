@@ -27,6 +27,11 @@ struct GemvParams {
   u64* flags;
   u64 epoch;
   int splits, chunks_per_split;
+  // The decode pass's copy flags (QuantLoraParams::copy_flags: a16_nflags flags, then the readers' count) and its
+  // epoch, or null: a16 is complete when the launch before this one is (griddepcontrol.wait first). grid: CTAs.
+  u64* a16_flags;
+  u64 a16_epoch;
+  int a16_nflags, grid;
 };
 
 // A TMA tensor map (CUtensorMap) as the kernel sees it: 128 opaque bytes, 64-byte aligned, passed in a
@@ -94,6 +99,10 @@ struct QuantLoraParams {
   // PAIRS order), written by the same pass instead of a copy launch; null: none.
   u16* a16;
   int a16_pairs;
+  // Decode form with a16 (svdquant_linear before the GEMV), or null: [row_tiles x chunks] flags, each set to `epoch`
+  // once that quantizing CTA's part of a16 is stored, then the GEMV CTAs' count of readers, which CTA (0, 0) zeroes
+  // before its flag (the GEMV starts before the pass ends and reads a16 as soon as every flag is set).
+  u64* copy_flags;
 };
 
 // deq(x) x 2^-7 as FP16 [rows, K] (the FP16 operand of the sm_90a swap-AB-on-FP16-A and FP16-B programs, see

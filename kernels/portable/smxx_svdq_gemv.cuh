@@ -57,6 +57,7 @@ SVDQ_DEV float gemv_fma(float a, float b, float c) { return std::fma(a, b, c); }
 SVDQ_DEV float gemv_mul(float a, float b) { return a * b; }
 SVDQ_DEV u16 gemv_bf16(float v) { return static_cast<u16>(bf16_from_float(v)); }
 SVDQ_DEV void gemv_prefetch_l2(const void*) {}
+SVDQ_DEV uint4 ld_cg_v4(const void* p) { return *static_cast<const uint4*>(p); }
 #else
 SVDQ_DEV uint4 ld_nc_v4(const void* p) {  // streamed once: no L1 allocation
   uint4 v;
@@ -76,6 +77,11 @@ SVDQ_DEV float gemv_ld_cg(const float* p) {  // another CTA's partial sums: thro
   return v;
 }
 SVDQ_DEV void gemv_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+SVDQ_DEV uint4 ld_cg_v4(const void* p) {  // the activations: through L2 (another grid may be writing them meanwhile)
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
 SVDQ_DEV float gemv_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 SVDQ_DEV float gemv_mul(float a, float b) { return __fmul_rn(a, b); }
 SVDQ_DEV u16 gemv_bf16(float v) {  // the rounding of store_fragment (cvt.rn.bf16x2.f32)
@@ -156,7 +162,7 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int u = 0; u < 4; ++u)
-        a[slot][j][u] = in && act_ok[j] ? *reinterpret_cast<const uint4*>(act[j] + c * 128 + 8 * u) : make_uint4(0u, 0u, 0u, 0u);
+        a[slot][j][u] = in && act_ok[j] ? ld_cg_v4(act[j] + c * 128 + 8 * u) : make_uint4(0u, 0u, 0u, 0u);
   };
 
   float acc[MT][NT][4];
@@ -171,9 +177,24 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
   // writes the activations' FP16 copy and d (the copy launch, or svdquant_linear's pass), never the weights.
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d) load_w(d, d);
+  if (gp.a16_flags != nullptr) {
+    // The decode pass publishes a16 by flags (one per quantizing CTA) long before it ends: warp 0 acquires them all
+    // (the barrier then orders every warp's reads after them), then counts this CTA as a reader; the last reader
+    // resets the flags (a CUDA graph replays this launch with the same epoch). d is awaited before the rank steps.
+    if (warp == 0) {
+      for (int f = lane; f < gp.a16_nflags; f += 32)
+        while (ld_acquire_u64(gp.a16_flags + f) != gp.a16_epoch) {
+        }
+      __syncwarp();
+      if (lane == 0 && atom_add_relaxed_u64(gp.a16_flags + gp.a16_nflags, 1) + 1 == static_cast<u64>(gp.grid))
+        for (int f = 0; f < gp.a16_nflags; ++f) gp.a16_flags[f] = 0;
+    }
+    __syncthreads();
+  } else {
 #if !defined(SVDQ_EMU) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+  }
   load_a(0, 0);
   load_a(1, 1);
   // The epilogue's l1 and d rows (warp 0 of the last split runs it) into L2 meanwhile: a lane per 32-byte sector.
@@ -265,9 +286,11 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
       if (lane == 0) st_release_u64(flags + split, gp.epoch);
       return;
     }
-    if (lane < split)
+    if (lane < split) {
       while (ld_acquire_u64(flags + lane) != gp.epoch) {
       }
+      flags[lane] = 0;  // consumed: a CUDA graph replays this launch with the same epoch (no stale flag then)
+    }
     __syncwarp();
 #pragma unroll
     for (int i = 0; i < MT; ++i)
@@ -283,6 +306,9 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
   }
 
   // Unscale the main term, then the rank steps: l1 rows as the m16 operand, d rows as the n8 operand (BF16).
+#if !defined(SVDQ_EMU) && __CUDA_ARCH__ >= 900
+  if (gp.a16_flags != nullptr) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // d: the whole pass
+#endif
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll

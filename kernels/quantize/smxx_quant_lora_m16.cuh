@@ -6,7 +6,9 @@
 // program: the same chunks, k16 steps and K order, per column tile), and the quantization takes the blocks inside M
 // only, one per thread at a time. Every CTA of the rows stores its chunk's FP32 sums in a per-chunk slot and the last
 // one adds them (smxx_quant_lora.cuh's order: each group's chunks, then the groups), its copies of all slots in
-// flight together.
+// flight together. A round's quantization comes before its chain: with copy_flags (svdquant_linear before the decode
+// GEMV) each quantizing CTA publishes its part of the FP16 copy as soon as it is stored, and the GEMV, started beside
+// the pass, reads it then instead of waiting for the whole pass (it waits for the pass only before d).
 #pragma once
 #include "quantize/smxx_quant_lora.cuh"
 
@@ -105,24 +107,6 @@ SVDQ_DEV void smxx_quant_lora_m16(const QuantLoraParams& p) {
     if (kb == kt0 && quant) inv_scale[tid] = div_rn(gs, e4m3_to_float(static_cast<u32>(tid)));  // 128 codes
     cp_async_wait<0>();
     __syncthreads();
-    if (chain) {  // k16 step q of a tile: x's words 2q, 2q + 1 (l2t_slot_row's K order)
-      for (int s = 0; s < n; ++s) {
-        const unsigned char* xs = smem + s * C::kXStage;
-        const uint4 xw[4] = {*reinterpret_cast<const uint4*>(xs + x_c0), *reinterpret_cast<const uint4*>(xs + x_c1),
-                             *reinterpret_cast<const uint4*>(xs + 1024 + x_c0),
-                             *reinterpret_cast<const uint4*>(xs + 1024 + x_c1)};
-        const u32 wa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
-        const u32 wb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
-        const u32 st = sbase + C::kL2tAt + s * C::kStage + b_off;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const u32 a[4] = {wa[2 * q], wb[2 * q], wa[2 * q + 1], wb[2 * q + 1]};
-          u32 b0, b1;
-          ldmatrix_x2_trans(st + q * 16 * C::kL2tStride, b0, b1);
-          mma_bf16_16816(acc, a, b0, b1);
-        }
-      }
-    }
     if (quant) {  // the round's blocks inside M, one per thread at a time: (tile, row, block) with the block fastest
       for (int i = tid; i < n * rv * 4; i += C::kThreads) {
         const int s = i / (rv * 4), r = (i >> 2) - s * rv, blk = i & 3;
@@ -140,6 +124,33 @@ SVDQ_DEV void smxx_quant_lora_m16(const QuantLoraParams& p) {
       }
       if (pad_rows)
         for (int s = 0; s < n; ++s) zero_pad_scales(p, m0 + rv, kb + s, tid, C::kThreads);
+      if (p.copy_flags != nullptr && kb + SLOTS >= kt1) {
+        // The chunk's part of a16 is stored: published for the GEMV (started beside this pass), before the chain.
+        // (The barrier orders every thread's stores before thread 0's release, cumulative at GPU scope.)
+        __syncthreads();
+        if (tid == 0) {
+          if (rt == 0 && chunk == 0) p.copy_flags[p.row_tiles * p.chunks] = 0;  // the GEMV's count of readers
+          st_release_u64(p.copy_flags + rt * p.chunks + chunk, p.epoch);
+        }
+      }
+    }
+    if (chain) {  // k16 step q of a tile: x's words 2q, 2q + 1 (l2t_slot_row's K order)
+      for (int s = 0; s < n; ++s) {
+        const unsigned char* xs = smem + s * C::kXStage;
+        const uint4 xw[4] = {*reinterpret_cast<const uint4*>(xs + x_c0), *reinterpret_cast<const uint4*>(xs + x_c1),
+                             *reinterpret_cast<const uint4*>(xs + 1024 + x_c0),
+                             *reinterpret_cast<const uint4*>(xs + 1024 + x_c1)};
+        const u32 wa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
+        const u32 wb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
+        const u32 st = sbase + C::kL2tAt + s * C::kStage + b_off;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const u32 a[4] = {wa[2 * q], wb[2 * q], wa[2 * q + 1], wb[2 * q + 1]};
+          u32 b0, b1;
+          ldmatrix_x2_trans(st + q * 16 * C::kL2tStride, b0, b1);
+          mma_bf16_16816(acc, a, b0, b1);
+        }
+      }
     }
   }
 
@@ -169,9 +180,11 @@ SVDQ_DEV void smxx_quant_lora_m16(const QuantLoraParams& p) {
     if (tid == 0) st_release_u64(flags + chunk, p.epoch);
     return;
   }
-  if (tid < chunk)
+  if (tid < chunk) {
     while (ld_acquire_u64(flags + tid) != p.epoch) {
     }
+    flags[tid] = 0;  // consumed: a CUDA graph replays this launch with the same epoch (no stale flag then)
+  }
   __syncthreads();
   // The rows' float4s of d inside M (e = row x cols4 + column group): the slots, as many at once as the shared memory
   // (free now) holds, copied by every thread (cp.async, L2 only), then thread e adds its element's slots in order.

@@ -142,21 +142,32 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
     return;
   }
   jit::get_kernel(gemm, dev);  // its module loaded (or its error thrown) before anything is allocated
-  // One scratch for the FP16 copy, the pass's split sums and the GEMM's, taken before the pass and released after
-  // the GEMM's launch: the GEMM starts by programmatic dependent launch on the pass, so nothing may stand between
-  // the two in the stream.
+  // One scratch for the FP16 copy, the pass's split sums and the GEMM's (and the decode pass's copy flags), taken
+  // before the pass and released after the GEMM's launch: the GEMM starts by programmatic dependent launch on the
+  // pass, so nothing may stand between the two in the stream. Decode form before the GEMV: the GEMV reads the copy
+  // once the pass's flags publish it, and waits for the whole pass only before d.
+  const bool copy_flags = pass.bm == programs::kQuantLoraM16Rows && gemm.program == registry::Program::SmxxGemv;
   const int64_t a16_bytes = checked::round_up(registry::fp16_copy_bytes(dm.m, dm.k), 256, "FP16 copy bytes");
   const int64_t pass_bytes = checked::round_up(programs::quant_lora_scratch_bytes(dev, pass, dm.m, dm.k, dm.rank), 256,
                                                "pass scratch bytes");
-  const int64_t gemm_bytes = programs::mm_split_scratch_bytes(dev, gemm, shape);
-  programs::Scratch scratch(static_cast<uint64_t>(checked::add(checked::add(a16_bytes, pass_bytes, "scratch"), gemm_bytes, "scratch")),
-                            dev, stream, "the FP16 copy of x's codes and the split sums (" + gemm.id + ")");
+  const int64_t gemm_bytes = checked::round_up(programs::mm_split_scratch_bytes(dev, gemm, shape), 256, "GEMM scratch bytes");
+  const int64_t flag_bytes = copy_flags ? programs::quant_lora_copy_flag_bytes(dev, pass, dm.m, dm.k, dm.rank) : 0;
+  const int64_t total = checked::add(checked::add(a16_bytes, pass_bytes, "scratch"), checked::add(gemm_bytes, flag_bytes, "scratch"),
+                                     "scratch");
+  programs::Scratch scratch(static_cast<uint64_t>(total), dev, stream,
+                            "the FP16 copy of x's codes and the split sums (" + gemm.id + ")");
   q.a16 = scratch.bytes();
   q.a16_pairs = gemm.pairs;
   q.scratch_ready = pass_bytes > 0 ? scratch.bytes() + a16_bytes : nullptr;
+  q.copy_flags = copy_flags ? scratch.bytes() + a16_bytes + pass_bytes + gemm_bytes : nullptr;
   ops.a16_ready = scratch.bytes();
   ops.split_ready = gemm_bytes > 0 ? scratch.bytes() + a16_bytes + pass_bytes : nullptr;
-  programs::launch_quant_lora("svdquant_linear", dev, pass, q, stream);
+  const uint64_t epoch = programs::launch_quant_lora("svdquant_linear", dev, pass, q, stream);
+  if (copy_flags) {
+    ops.a16_flags = q.copy_flags;
+    ops.a16_nflags = flag_bytes / 8 - 1;
+    ops.a16_epoch = epoch;
+  }
   programs::launch_mm(dev, route, shape, ops, stream);
   scratch.release();
 }

@@ -25,6 +25,7 @@ struct DriverApi {
   decltype(&cuMemPoolSetAttribute) mem_pool_set_attribute = nullptr;
   decltype(&cuMemAllocFromPoolAsync) mem_alloc_from_pool_async = nullptr;
   decltype(&cuMemFreeAsync) mem_free_async = nullptr;
+  decltype(&cuMemsetD8Async) memset_d8_async = nullptr;
 };
 
 template <typename F>
@@ -56,6 +57,7 @@ const DriverApi& api() {
       resolve("cuMemPoolSetAttribute", d.mem_pool_set_attribute);
       resolve("cuMemAllocFromPoolAsync", d.mem_alloc_from_pool_async);
       resolve("cuMemFreeAsync", d.mem_free_async);
+      resolve("cuMemsetD8Async", d.memset_d8_async);
     } catch (const Error& e) {
       failure = e.what();
     }
@@ -138,6 +140,10 @@ void* scratch_alloc(uint64_t bytes, int device, CUstream stream, const std::stri
 
 void scratch_free(void* ptr, CUstream stream) {
   check(api().mem_free_async(reinterpret_cast<CUdeviceptr>(ptr), stream), "releasing scratch memory");
+}
+
+void zero_async(void* ptr, uint64_t bytes, CUstream stream, const std::string& what) {
+  check(api().memset_d8_async(reinterpret_cast<CUdeviceptr>(ptr), 0, bytes, stream), "zeroing " + what);
 }
 
 void launch(const LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, CUstream stream,

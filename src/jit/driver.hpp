@@ -33,6 +33,8 @@ void encode_tma_2d(void* map128, const void* base, int elem_bytes, uint64_t cols
 // (out of memory included) naming `what`.
 void* scratch_alloc(uint64_t bytes, int device, CUstream stream, const std::string& what);
 void scratch_free(void* ptr, CUstream stream);
+// Stream-ordered zeroing of `bytes` bytes at `ptr` (a node of its own when the stream is being captured).
+void zero_async(void* ptr, uint64_t bytes, CUstream stream, const std::string& what);
 
 // Launches with the given kernel parameter pointers (one per kernel parameter). `programmatic`: programmatic
 // dependent launch (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) - the kernel may start before the previous

@@ -1,7 +1,8 @@
 // The decode GEMV program (kernels/portable/smxx_svdq_gemv.cuh): its plan and launch. A reads as deq(A) x 2^-7 in
 // FP16, written by a copy launch before it (or svdquant_linear's pass); the GEMV by programmatic dependent launch
-// after it (unless SVDQ_PDL=0), streaming its first weight chunks before it waits; split sums and flags in
-// stream-ordered scratch (the caller's, taken before the launch in front of the GEMV, where it gives one).
+// after it (unless SVDQ_PDL=0), streaming its first weight chunks before it waits (for the whole launch before it,
+// or, after the decode pass, for the pass's copy flags, and for the whole pass only before d); split sums and flags
+// in stream-ordered scratch (the caller's, taken before the launch in front of the GEMV, where it gives one).
 #include "programs/gemv.hpp"
 
 #include <algorithm>
@@ -70,6 +71,13 @@ void launch_smxx_gemv(const MmLaunch& L) {
   gp.a16 = static_cast<const svdq_k::u16*>(L.a16_ready ? L.a16_ready : a16s->get());
   gp.splits = plan.splits;
   gp.chunks_per_split = plan.chunks_per_split;
+  gp.grid = static_cast<int>(plan.grid);
+  if (L.a16_flags) {
+    if (!L.a16_ready) throw Error(ErrorCode::Unsupported, build.id + ": copy flags come with the pass's FP16 copy");
+    gp.a16_flags = static_cast<svdq_k::u64*>(L.a16_flags);
+    gp.a16_nflags = static_cast<int>(L.a16_nflags);
+    gp.a16_epoch = L.a16_epoch;
+  }
   if (plan.splits > 1) {
     char* bytes = static_cast<char*>(L.split_ready);
     if (!bytes) {

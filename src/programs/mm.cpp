@@ -63,8 +63,10 @@ void launch_mm(const jit::DeviceTarget& dev, const MmRoute& route, const router:
     throw Error(ErrorCode::InvalidArgument, "mm_nvfp4_svdquant: argument 'a': M = " + std::to_string(km.m) + " needs " +
                                                 std::to_string(row_tiles) + " row tiles of " + std::to_string(build.bm) +
                                                 " rows with build " + build.id + ", more than a grid's 65535");
-  const MmLaunch L{dev, build, route.raster, shape, km, p, ops.a16_ready, ops.split_ready, row_tiles, col_tiles, gx, gy,
-                   stream};
+  if (ops.a16_flags && build.program != registry::Program::SmxxGemv)
+    throw Error(ErrorCode::Unsupported, "mm_nvfp4_svdquant: copy flags are read by the GEMV program only, not " + build.id);
+  const MmLaunch L{dev, build, route.raster, shape, km, p, ops.a16_ready, ops.split_ready, ops.a16_flags, ops.a16_nflags,
+                   ops.a16_epoch, row_tiles, col_tiles, gx, gy, stream};
   switch (build.program) {
     case registry::Program::Sm90Ws: launch_sm90_ws(L); return;
     case registry::Program::Sm90SwapA16: launch_sm90_swap_a16(L); return;

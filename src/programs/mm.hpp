@@ -28,6 +28,11 @@ struct MmOperands {
   // its pass, so no allocation stands between the pass and a GEMM started by programmatic dependent launch), or
   // null: the launcher takes its own.
   void* split_ready = nullptr;
+  // With a16_ready from the decode pass (the GEMV only): the pass's copy flags (a16_nflags, then the readers'
+  // count) and epoch, so the GEMV reads a16 once they are set instead of waiting for the whole pass; or null.
+  void* a16_flags = nullptr;
+  int64_t a16_nflags = 0;
+  uint64_t a16_epoch = 0;
 };
 
 // The stream-ordered scratch `build` takes for its split sums on a shape (the decode GEMV's partial sums and

@@ -17,6 +17,9 @@ struct MmLaunch {
   svdq_k::MmParams p;
   const void* a16_ready;  // the op's A as FP16 (svdquant_linear's pass), or null
   void* split_ready;      // mm_split_scratch_bytes taken by the caller, or null
+  void* a16_flags;        // MmOperands::a16_flags, a16_nflags, a16_epoch (the GEMV only)
+  int64_t a16_nflags;
+  uint64_t a16_epoch;
   int64_t row_tiles, col_tiles;
   unsigned gx, gy;
   Stream stream;

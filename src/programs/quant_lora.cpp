@@ -121,11 +121,23 @@ int64_t quant_lora_scratch_bytes(const jit::DeviceTarget& dev, const registry::B
   return checked::add(checked::round_up(plan.part_bytes, 256, "partial sums bytes"), plan.flag_bytes, "scratch");
 }
 
-void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const registry::Build& build,
-                       const QuantLoraArgs& a, Stream stream) {
+int64_t quant_lora_copy_flags(const QuantLoraPlan& plan) {
+  return checked::mul(plan.row_tiles, plan.chunks, "copy flags");
+}
+
+int64_t quant_lora_copy_flag_bytes(const jit::DeviceTarget& dev, const registry::Build& build, int64_t m, int64_t k,
+                                   int64_t rank) {
+  if (build.bm != kQuantLoraM16Rows) return 0;
+  return checked::mul(quant_lora_copy_flags(plan_for(build, m, k, rank, dev.sm_count)) + 1, 8, "copy flag bytes");
+}
+
+uint64_t launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const registry::Build& build,
+                           const QuantLoraArgs& a, Stream stream) {
   const int64_t rank = a.l2t ? a.rank : 0;
   if (build.bm == kQuantLoraM16Rows && rank == 0)
     throw Error(ErrorCode::Unsupported, std::string(fn) + ": " + build.id + " runs with d only");
+  if (a.copy_flags && (build.bm != kQuantLoraM16Rows || !a.a16 || !a.xq))
+    throw Error(ErrorCode::Unsupported, std::string(fn) + ": copy flags need the decode form writing the FP16 copy");
   const QuantLoraPlan plan = plan_for(build, a.m, a.k, rank, dev.sm_count);
   if (plan.grid > 0x7FFFFFFF) throw Error(ErrorCode::InvalidArgument, std::string(fn) + ": argument 'x' is too large for one launch");
   svdq_k::QuantLoraParams p = quant_lora_params(plan, a.m, a.k, rank, a.layout == ScaleLayout::Swizzled128x4);
@@ -138,10 +150,12 @@ void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const regis
   p.d = static_cast<svdq_k::u16*>(a.d);
   p.a16 = static_cast<svdq_k::u16*>(a.a16);
   p.a16_pairs = a.a16_pairs ? 1 : 0;
+  p.copy_flags = static_cast<svdq_k::u64*>(a.copy_flags);
+  p.epoch = next_epoch();
   jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated
   if (plan.splits == 1 || rank == 0) {  // (quantization alone needs no partial sums at any split)
     launch_kernel(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p, false, quant_lora_smem(build, rank > 0));
-    return;
+    return p.epoch;
   }
   // Split K: the CTAs' FP32 partial sums and their flags in stream-ordered scratch (the caller's, or taken here).
   const int64_t part = checked::round_up(plan.part_bytes, 256, "partial sums bytes");
@@ -154,9 +168,9 @@ void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const regis
   }
   p.part = reinterpret_cast<float*>(bytes);
   p.flags = reinterpret_cast<svdq_k::u64*>(bytes + part);
-  p.epoch = next_epoch();
   launch_kernel(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p);
   if (scratch) scratch->release();
+  return p.epoch;
 }
 
 }  // namespace svdq::programs

@@ -57,12 +57,20 @@ struct QuantLoraArgs {
   bool a16_pairs = false;
   // quant_lora_scratch_bytes taken by the caller, or null: the launch takes its own.
   void* scratch_ready = nullptr;
+  // Decode form with a16: quant_lora_copy_flag_bytes of scratch for the flags that publish a16 to a GEMV started
+  // beside the pass (svdquant_linear before the decode GEMV), or null.
+  void* copy_flags = nullptr;
 };
 // The stream-ordered scratch a launch of `build` takes (the split's partial sums and flags; 0 for none).
 int64_t quant_lora_scratch_bytes(const jit::DeviceTarget& dev, const registry::Build& build, int64_t m, int64_t k,
                                  int64_t rank);
 // Without args.scratch_ready, a split launch takes its scratch and queues its release right after the launch.
-void launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const registry::Build& build,
+// The copy flags of the decode form (QuantLoraParams::copy_flags): one per quantizing CTA, then the readers' count.
+int64_t quant_lora_copy_flags(const QuantLoraPlan& plan);
+int64_t quant_lora_copy_flag_bytes(const jit::DeviceTarget& dev, const registry::Build& build, int64_t m, int64_t k,
+                                   int64_t rank);
+// Returns the launch's epoch (the value its copy flags take).
+uint64_t launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const registry::Build& build,
                        const QuantLoraArgs& args, Stream stream);
 
 }  // namespace svdq::programs

@@ -259,6 +259,9 @@ inline void store_release(unsigned long long* p, unsigned long long v) { std::at
 inline unsigned long long load_acquire(const unsigned long long* p) {
   return std::atomic_ref<unsigned long long>(*const_cast<unsigned long long*>(p)).load(std::memory_order_acquire);
 }
+inline unsigned long long fetch_add(unsigned long long* p, unsigned long long v) {
+  return std::atomic_ref<unsigned long long>(*p).fetch_add(v, std::memory_order_relaxed);
+}
 
 // Runs fn on `grid` CTAs of `threads` threads, one CTA after another.
 inline void launch(unsigned grid, int threads, int64_t smem_bytes, const std::function<void()>& fn) {

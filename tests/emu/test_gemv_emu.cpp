@@ -76,7 +76,7 @@ Problem make(int64_t m, int64_t n, int64_t k, int64_t r, bool bias, uint64_t see
 
 // As the launcher does, on host memory; returns the output and the plan's split.
 template <int MT, int NT, int W, int DEPTH>
-std::vector<uint16_t> run(const Problem& pr, int sm_count, int warps_per_sm, int* splits) {
+std::vector<uint16_t> run(const Problem& pr, int sm_count, int warps_per_sm, int* splits, bool copy_flags = false) {
   using C = svdq_k::SmxxGemvConfig<MT, NT, W, DEPTH>;
   const ref::MmProblem& h = pr.host;
   const svdq::programs::GemvPlan plan = svdq::programs::plan_gemv(h.m, h.n, h.k, MT, NT, W, sm_count, warps_per_sm);
@@ -104,7 +104,25 @@ std::vector<uint16_t> run(const Problem& pr, int sm_count, int warps_per_sm, int
   gp.epoch = 0x9E3779B97F4A7C15ull;
   gp.splits = plan.splits;
   gp.chunks_per_split = plan.chunks_per_split;
+  gp.grid = static_cast<int>(plan.grid);
+  // As after the decode pass: its copy flags set (3 of them, then the readers' count it zeroed).
+  std::vector<unsigned long long> cf = {0x77, 0x77, 0x77, 0};
+  if (copy_flags) {
+    gp.a16_flags = cf.data();
+    gp.a16_nflags = 3;
+    gp.a16_epoch = 0x77;
+  }
   svdq_emu::launch(static_cast<unsigned>(plan.grid), 32 * W, C::kSmem, [&] { svdq_k::smxx_svdq_gemv<MT, NT, W, DEPTH>(gp); });
+  // Every flag a split published was reset by the last split, which waited on it (a CUDA graph replays a launch
+  // with the same epoch); the last split publishes none.
+  if (copy_flags) {  // every CTA counted as a reader; the last reset the flags (a CUDA graph replays the launch)
+    const std::vector<unsigned long long> want = {0, 0, 0, static_cast<unsigned long long>(plan.grid)};
+    EXPECT_EQ(cf, want);
+  }
+  for (int64_t u = 0; plan.splits > 1 && u < plan.units; ++u)
+    for (int s = 0; s + 1 < plan.splits; ++s) {
+      EXPECT_EQ(flags[static_cast<size_t>(u * plan.splits + s)], 0u) << "unit " << u << " split " << s;
+    }
   return out;
 }
 
@@ -132,10 +150,14 @@ TEST_P(GemvEmu, OutputsMeetTheBarUnsplitAndSplit) {
   // No warps wanted beyond one per unit: no split; 16 per SM of 132: as many splits as K allows.
   const std::vector<uint16_t> one = run<1, 2, 4, 4>(pr, 132, 0, &s_one);
   const std::vector<uint16_t> many = run<1, 2, 4, 4>(pr, 132, 16, &s_many);
+  const std::vector<uint16_t> by_flags = run<1, 2, 4, 4>(pr, 132, 16, &s_many, true);
+  EXPECT_EQ(by_flags, many) << "reading the copy by the decode pass's flags";
   EXPECT_EQ(s_one, 1);
   expect_within_bar(pr, one);
   expect_within_bar(pr, many);
-  if (c.k >= 2048) EXPECT_GT(s_many, 1) << "the case was meant to split K";
+  if (c.k >= 2048) {
+    EXPECT_GT(s_many, 1) << "the case was meant to split K";
+  }
   int s2 = 0;
   expect_within_bar(pr, run<2, 1, 2, 2>(pr, 132, 16, &s2));  // 32 weight rows per warp, one n8 tile, other depths
 }

@@ -38,6 +38,13 @@ struct Out {
 
 uint16_t bits_bf16(float f) { return static_cast<uint16_t>(svdq_k::bf16_from_float(f)); }
 
+// Every flag a split published was reset by the CTA that waited on it (a CUDA graph replays a launch with the same
+// epoch); the last split of a unit publishes none (its slot keeps the poison).
+void expect_flags_consumed(const std::vector<unsigned long long>& flags, int64_t units, int64_t splits) {
+  for (int64_t u = 0; u < units; ++u)
+    for (int64_t s = 0; s + 1 < splits; ++s) EXPECT_EQ(flags[static_cast<size_t>(u * splits + s)], 0u) << "unit " << u << " split " << s;
+}
+
 // As src/api/ops.cpp launch_quant_lora, on host memory; m16: the decode form (smxx_quant_lora_m16_s8).
 Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float gs, int64_t m, int64_t k,
         const std::vector<uint16_t>* l2t, int64_t r, bool swizzled, bool quantize, int sm_count, int a16 = -1,
@@ -70,15 +77,26 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
   p.a16_pairs = a16 == 1 ? 1 : 0;
   // The shared memory src/programs/quant_lora.cpp launches it with (the x ring and table alone without d).
   const int64_t smem = svdq::programs::quant_lora_smem(build, l2t != nullptr);
+  // The decode form with the copy publishes it by a flag per quantizing CTA (poisoned here) and zeroes the count after.
+  const int64_t nflags = svdq::programs::quant_lora_copy_flags(pl);
+  std::vector<unsigned long long> copy_flags(static_cast<size_t>(nflags + 1), 0x5555);
+  if (m16 && a16 >= 0) p.copy_flags = copy_flags.data();
   if (m16) {
     EXPECT_EQ(smem, svdq_k::QuantLoraM16Config<8>::kSmem);
     svdq_emu::launch(static_cast<unsigned>(pl.grid), svdq_k::QuantLoraM16Config<8>::kThreads, static_cast<int>(smem),
                      [&] { svdq_k::smxx_quant_lora_m16<8>(p); });
-    return o;
+    for (int64_t f = 0; p.copy_flags && f < nflags; ++f) {
+      EXPECT_EQ(copy_flags[static_cast<size_t>(f)], p.epoch) << "copy flag " << f;
+    }
+    if (p.copy_flags) {
+      EXPECT_EQ(copy_flags[static_cast<size_t>(nflags)], 0u) << "the readers' count";
+    }
+  } else {
+    EXPECT_EQ(smem, l2t ? QuantLoraConfig<kStages>::kSmem : QuantLoraConfig<kStages>::kSmemQuantize);
+    svdq_emu::launch(static_cast<unsigned>(pl.grid), QuantLoraConfig<kStages>::kThreads, static_cast<int>(smem),
+                     [&] { svdq_k::smxx_quant_lora<kStages>(p); });
   }
-  EXPECT_EQ(smem, l2t ? QuantLoraConfig<kStages>::kSmem : QuantLoraConfig<kStages>::kSmemQuantize);
-  svdq_emu::launch(static_cast<unsigned>(pl.grid), QuantLoraConfig<kStages>::kThreads, static_cast<int>(smem),
-                   [&] { svdq_k::smxx_quant_lora<kStages>(p); });
+  expect_flags_consumed(flags, l2t && p.splits > 1 ? pl.grid / p.splits : 0, p.splits);
   return o;
 }
 

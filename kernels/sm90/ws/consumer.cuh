@@ -211,6 +211,10 @@ SVDQ_DEV void ws_consumers(WsCta<C>& x, const Sm90WsParams& P) {
           acc[4 * j + 2] = v.z;
           acc[4 * j + 3] = v.w;
         }
+        // Every consumer thread is past its wait: one resets the flag, consumed (a CUDA graph replays this launch
+        // with the same epoch; a flag left at it would let the next replay read the sums before they are stored).
+        named_barrier_sync(2, 256);
+        if (ct == 0) st_relaxed_gpu_u64(P.sk_flags + blockIdx.x, 0);
         k_loop(kb, num_main);
         finish();
       }
