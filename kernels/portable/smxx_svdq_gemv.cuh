@@ -57,7 +57,6 @@ SVDQ_DEV float gemv_fma(float a, float b, float c) { return std::fma(a, b, c); }
 SVDQ_DEV float gemv_mul(float a, float b) { return a * b; }
 SVDQ_DEV u16 gemv_bf16(float v) { return static_cast<u16>(bf16_from_float(v)); }
 SVDQ_DEV void gemv_prefetch_l2(const void*) {}
-SVDQ_DEV uint4 ld_cg_v4(const void* p) { return *static_cast<const uint4*>(p); }
 #else
 SVDQ_DEV uint4 ld_nc_v4(const void* p) {  // streamed once: no L1 allocation
   uint4 v;
@@ -77,11 +76,7 @@ SVDQ_DEV float gemv_ld_cg(const float* p) {  // another CTA's partial sums: thro
   return v;
 }
 SVDQ_DEV void gemv_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-SVDQ_DEV uint4 ld_cg_v4(const void* p) {  // the activations: through L2 (another grid may be writing them meanwhile)
-  uint4 v;
-  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
+
 SVDQ_DEV float gemv_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 SVDQ_DEV float gemv_mul(float a, float b) { return __fmul_rn(a, b); }
 SVDQ_DEV u16 gemv_bf16(float v) {  // the rounding of store_fragment (cvt.rn.bf16x2.f32)
@@ -162,7 +157,7 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int u = 0; u < 4; ++u)
-        a[slot][j][u] = in && act_ok[j] ? ld_cg_v4(act[j] + c * 128 + 8 * u) : make_uint4(0u, 0u, 0u, 0u);
+        a[slot][j][u] = in && act_ok[j] ? *reinterpret_cast<const uint4*>(act[j] + c * 128 + 8 * u) : make_uint4(0u, 0u, 0u, 0u);
   };
 
   float acc[MT][NT][4];

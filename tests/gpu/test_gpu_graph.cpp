@@ -36,6 +36,7 @@ void check_replays(const std::function<void(cudaStream_t)>& op, const std::funct
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   load(0);
+  CUDA_OK(cudaDeviceSynchronize());
   op(stream);  // warm-up outside the capture: modules loaded, the scratch pool created
   CUDA_OK(cudaStreamSynchronize(stream));
   cudaGraph_t graph;
@@ -47,6 +48,7 @@ void check_replays(const std::function<void(cudaStream_t)>& op, const std::funct
   for (int r = 0; r < 6; ++r) {
     const int i = r % static_cast<int>(want.size());
     load(i);
+    CUDA_OK(cudaDeviceSynchronize());  // (the loads' copies and memsets run on the legacy stream)
     CUDA_OK(cudaGraphLaunch(exec, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
     EXPECT_TRUE(same_bytes(read(), want[i], [](int64_t e) { return "element " + std::to_string(e); }))
