@@ -146,6 +146,13 @@ def test_svdquant_linear_module_compile_graph_and_state_dict():
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(static_y.view(torch.int16), y.view(torch.int16))
+    x2 = (torch.randn(256, 3072, device="cuda") * 0.5).to(torch.bfloat16)
+    y2 = m(x2)
+    for want, src in ((y2, x2), (y, x), (y2, x2)):  # replays on other inputs: no state left from the replay before
+        static_x.copy_(src)
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(static_y.view(torch.int16), want.view(torch.int16))
     from safetensors.torch import load_file, save_file
 
     with tempfile.TemporaryDirectory() as d:

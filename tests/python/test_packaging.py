@@ -99,6 +99,7 @@ def test_cubin_wheel_for_one_arch_is_found_and_checked(tmp_path):
     env.pop("SVDQ_AOT_DIR", None)
     lines = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout.split()
     assert lines[0] == str(pkg) and lines[1].split(":")[0] == str(pkg)
+    _run_with_jit_disabled(pkg, env, tmp_path)
     # A wheel of another version is reported and not used.
     other = tmp_path / "other"
     r = subprocess.run([sys.executable, tool, "--svdq", cli, "--cuda", tag, "--arch-list", "9.0a", "--out", str(other),
@@ -111,3 +112,50 @@ def test_cubin_wheel_for_one_arch_is_found_and_checked(tmp_path):
                        env=dict(env, PYTHONPATH=env["PYTHONPATH"].replace(str(site), str(site2), 1)), capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "None"
     assert "does not match svdq" in r.stderr
+
+
+# On an sm_90 GPU with torch: the layer (decode and small-M routes) and the GEMM alone run in a fresh process with
+# SVDQ_DISABLE_JIT=1 and an empty disk cache (so nothing can be compiled: every module comes from the cubin wheel,
+# found by itself), with the bytes of this process's calls.
+_JIT_OFF_PROBE = """
+import sys, torch, svdq, svdq.nn
+case = torch.load(sys.argv[1])
+layer = svdq.nn.SVDQuantLinear(512, 256, rank=32, bias=True, device="cuda")
+layer.load_state_dict({k: v.cuda() for k, v in case["state"].items()})
+torch.save([layer(x.cuda()).cpu() for x in case["xs"]], sys.argv[2])
+"""
+
+
+def _run_with_jit_disabled(pkg, env, tmp_path):
+    import sys
+
+    try:
+        import torch
+    except ImportError as e:
+        print(f"JIT-disabled run skipped: torch not importable: {e}")
+        return
+    if not (svdq.gpu_available()[0] and torch.cuda.is_available()):
+        print(f"JIT-disabled run skipped: no CUDA device: {svdq.gpu_available()[1]}")
+        return
+    if torch.cuda.get_device_capability() != (9, 0):
+        print(f"JIT-disabled run skipped: the wheel holds 9.0a, the GPU is {torch.cuda.get_device_capability()}")
+        return
+    import svdq.nn
+
+    torch.manual_seed(3)
+    lin = torch.nn.Linear(512, 256).to(torch.bfloat16).cuda()
+    xs = [torch.randn(m, 512, dtype=torch.bfloat16) for m in (1, 8, 100, 600)]
+    layer = svdq.nn.SVDQuantLinear.from_linear(lin, rank=32, input_amax=4.0)
+    want = [layer(x.cuda()).cpu() for x in xs]
+    case, got_path = tmp_path / "case.pt", tmp_path / "got.pt"
+    torch.save({"state": {k: v.cpu() for k, v in layer.state_dict().items()}, "xs": xs}, case)
+    (tmp_path / "probe.py").write_text(_JIT_OFF_PROBE)
+    cache = tmp_path / "empty_cache"
+    cache.mkdir()
+    run_env = dict(env, SVDQ_DISABLE_JIT="1", SVDQ_CACHE_DIR=str(cache))
+    r = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(case), str(got_path)], env=run_env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = torch.load(got_path)
+    for g, w in zip(got, want):
+        assert torch.equal(g.view(torch.int16), w.view(torch.int16))
