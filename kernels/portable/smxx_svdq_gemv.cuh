@@ -174,16 +174,13 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
   for (int d = 0; d < DEPTH; ++d) load_w(d, d);
   if (gp.a16_flags != nullptr) {
     // The decode pass publishes a16 by flags (one per quantizing CTA) long before it ends: warp 0 acquires them all
-    // (the barrier then orders every warp's reads after them), then counts this CTA as a reader; the last reader
-    // resets the flags (a CUDA graph replays this launch with the same epoch). d is awaited before the rank steps.
-    if (warp == 0) {
+    // (the barrier then orders every warp's reads after them). After its K loop the CTA counts itself as a reader;
+    // the last reader resets the flags (a CUDA graph replays this launch with the same epoch). d is awaited before
+    // the rank steps.
+    if (warp == 0)
       for (int f = lane; f < gp.a16_nflags; f += 32)
         while (ld_acquire_u64(gp.a16_flags + f) != gp.a16_epoch) {
         }
-      __syncwarp();
-      if (lane == 0 && atom_add_relaxed_u64(gp.a16_flags + gp.a16_nflags, 1) + 1 == static_cast<u64>(gp.grid))
-        for (int f = 0; f < gp.a16_nflags; ++f) gp.a16_flags[f] = 0;
-    }
     __syncthreads();
   } else {
 #if !defined(SVDQ_EMU) && __CUDA_ARCH__ >= 900
@@ -243,6 +240,9 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
     }
   }
 
+  if (gp.a16_flags != nullptr && tid == 0 &&
+      atom_add_relaxed_u64(gp.a16_flags + gp.a16_nflags, 1) + 1 == static_cast<u64>(gp.grid))
+    for (int f = 0; f < gp.a16_nflags; ++f) gp.a16_flags[f] = 0;  // every CTA is past its wait
   // The CTA's sum: its warps' in warp order (warp 0 adds them; the other warps are done).
   float* red = reinterpret_cast<float*>(smem);
 #pragma unroll

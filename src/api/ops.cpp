@@ -146,7 +146,7 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   // before the pass and released after the GEMM's launch: the GEMM starts by programmatic dependent launch on the
   // pass, so nothing may stand between the two in the stream. Decode form before the GEMV: the GEMV reads the copy
   // once the pass's flags publish it, and waits for the whole pass only before d.
-  const bool copy_flags = pass.bm == programs::kQuantLoraM16Rows && gemm.program == registry::Program::SmxxGemv;
+  const bool copy_flags = pass.bm == programs::kQuantLoraM16Rows && programs::gemv_reads_copy_flags(dev, gemm, shape);
   const int64_t a16_bytes = checked::round_up(registry::fp16_copy_bytes(dm.m, dm.k), 256, "FP16 copy bytes");
   const int64_t pass_bytes = checked::round_up(programs::quant_lora_scratch_bytes(dev, pass, dm.m, dm.k, dm.rank), 256,
                                                "pass scratch bytes");

@@ -26,6 +26,7 @@ struct DriverApi {
   decltype(&cuMemAllocFromPoolAsync) mem_alloc_from_pool_async = nullptr;
   decltype(&cuMemFreeAsync) mem_free_async = nullptr;
   decltype(&cuMemsetD8Async) memset_d8_async = nullptr;
+  decltype(&cuStreamIsCapturing) stream_is_capturing = nullptr;
 };
 
 template <typename F>
@@ -58,6 +59,7 @@ const DriverApi& api() {
       resolve("cuMemAllocFromPoolAsync", d.mem_alloc_from_pool_async);
       resolve("cuMemFreeAsync", d.mem_free_async);
       resolve("cuMemsetD8Async", d.memset_d8_async);
+      resolve("cuStreamIsCapturing", d.stream_is_capturing);
     } catch (const Error& e) {
       failure = e.what();
     }
@@ -144,6 +146,12 @@ void scratch_free(void* ptr, CUstream stream) {
 
 void zero_async(void* ptr, uint64_t bytes, CUstream stream, const std::string& what) {
   check(api().memset_d8_async(reinterpret_cast<CUdeviceptr>(ptr), 0, bytes, stream), "zeroing " + what);
+}
+
+bool stream_capturing(CUstream stream) {
+  CUstreamCaptureStatus s = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(api().stream_is_capturing(stream, &s), "asking whether the stream is being captured");
+  return s != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 void launch(const LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, CUstream stream,

@@ -35,6 +35,8 @@ void* scratch_alloc(uint64_t bytes, int device, CUstream stream, const std::stri
 void scratch_free(void* ptr, CUstream stream);
 // Stream-ordered zeroing of `bytes` bytes at `ptr` (a node of its own when the stream is being captured).
 void zero_async(void* ptr, uint64_t bytes, CUstream stream, const std::string& what);
+// Whether `stream` is being captured into a CUDA graph.
+bool stream_capturing(CUstream stream);
 
 // Launches with the given kernel parameter pointers (one per kernel parameter). `programmatic`: programmatic
 // dependent launch (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) - the kernel may start before the previous

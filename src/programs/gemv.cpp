@@ -30,6 +30,7 @@ GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int mt, int nt, int warps, i
   p.chunks_per_split = static_cast<int>(per);
   p.splits = static_cast<int>(checked::ceil_div(chunks, per, "gemv splits"));
   p.grid = checked::mul(p.units, p.splits, "gemv grid");
+  p.one_wave = p.grid <= fit;
   if (p.splits > 1) {
     p.part_bytes = checked::mul(checked::mul(p.grid, int64_t(mt) * nt * 4 * 32, "gemv partial sums"), 4, "gemv partial bytes");
     p.flag_bytes = checked::mul(p.grid, 8, "gemv flags");
@@ -47,6 +48,10 @@ int64_t split_bytes(const GemvPlan& plan) {
                          : 0;
 }
 }  // namespace
+
+bool gemv_reads_copy_flags(const jit::DeviceTarget& dev, const registry::Build& build, const router::MmShape& shape) {
+  return build.program == registry::Program::SmxxGemv && plan_of(build, shape.m, shape.n, shape.k, dev.sm_count).one_wave;
+}
 
 int64_t mm_split_scratch_bytes(const jit::DeviceTarget& dev, const registry::Build& build, const router::MmShape& shape) {
   if (build.program != registry::Program::SmxxGemv) return 0;

@@ -38,6 +38,10 @@ struct MmOperands {
 // The stream-ordered scratch `build` takes for its split sums on a shape (the decode GEMV's partial sums and
 // flags), 0 for builds that take none.
 int64_t mm_split_scratch_bytes(const jit::DeviceTarget& dev, const registry::Build& build, const router::MmShape& shape);
+// Whether `build` on a shape takes the decode pass's copy flags (MmOperands::a16_flags): the GEMV when its grid is one
+// wave (in several waves most CTAs start after the pass anyway, and each would pay the flags' reads and count: measured
+// 1 x 28672 x 4096 1.2 us slower with them, H100).
+bool gemv_reads_copy_flags(const jit::DeviceTarget& dev, const registry::Build& build, const router::MmShape& shape);
 
 // The router's answer for one shape: the build and, for the warp-specialized program, its raster groups.
 struct MmRoute {
