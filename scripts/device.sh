@@ -10,7 +10,7 @@
 #              (SANITIZER_FILTER, SAN_TMO default 540 s, SAN_SHARDS: gtest shards run at once, default 1)
 #   bench      A/B of route tables ROUTES_A (default none) vs ROUTES_B (default TABLE) (SESSIONS default 2, SHAPES)
 #   suite      plain svdq bench of the default suite (BENCH_ARGS)
-#   layer      svdq bench --layer (SESSIONS, SHAPES, WORKLOAD)   quantize   svdq bench --quantize (SESSIONS, QSHAPES)
+#   layer      svdq bench --layer (SESSIONS, SHAPES, WORKLOAD, BENCH_ARGS)   quantize   svdq bench --quantize (SESSIONS, QSHAPES)
 #   workload   svdq bench --workload WORKLOAD (default llm8b-decode; SESSIONS): the GEMM per row, cuBLAS BF16 / FP8
 #   random     svdq bench --random RANDOM_SHAPES (default 24) --seed SEED (default: a fresh one, printed): held-out shapes
 #   final      AOT packages with JIT disabled: "8.0 9.0a" serving this device, "8.0 10.0a" not (aot.log)
@@ -105,8 +105,9 @@ step_suite() {
 }
 step_layer() {
   local tag=bench_layer${WORKLOAD:+_$WORKLOAD}
+  # shellcheck disable=SC2086  # BENCH_ARGS: more bench flags (e.g. --timer events: PDL overlap counts), split into words
   "$B/svdq" bench --layer --sessions "${SESSIONS:-2}" ${SHAPES:+--shapes "$SHAPES"} ${WORKLOAD:+--workload "$WORKLOAD"} \
-    --csv "$OUT/$tag.csv" > "$OUT/$tag.log" 2> "$OUT/bench_layer.err" || status=1
+    ${BENCH_ARGS:-} --csv "$OUT/$tag.csv" > "$OUT/$tag.log" 2> "$OUT/bench_layer.err" || status=1
   cat "$OUT/$tag.log"; tail -3 "$OUT/bench_layer.err"
 }
 step_workload() {
