@@ -76,7 +76,6 @@ SVDQ_DEV float gemv_ld_cg(const float* p) {  // another CTA's partial sums: thro
   return v;
 }
 SVDQ_DEV void gemv_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-
 SVDQ_DEV float gemv_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 SVDQ_DEV float gemv_mul(float a, float b) { return __fmul_rn(a, b); }
 SVDQ_DEV u16 gemv_bf16(float v) {  // the rounding of store_fragment (cvt.rn.bf16x2.f32)
