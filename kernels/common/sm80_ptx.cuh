@@ -82,3 +82,13 @@ SVDQ_DEV u64 atom_add_relaxed_u64(u64* p, u64 v) {  // returns the value before
 
 }  // namespace svdq_k
 #endif
+
+namespace svdq_k {
+// Waits until another CTA's flag holds this launch's epoch (acquire), then resets it: the caller is its only reader,
+// and a CUDA graph replays the launch with the same epoch, so a flag left at it would pass the next replay unawaited.
+SVDQ_DEV void consume_flag(u64* flag, u64 epoch) {
+  while (ld_acquire_u64(flag) != epoch) {
+  }
+  *flag = 0;
+}
+}  // namespace svdq_k

@@ -280,11 +280,7 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
       if (lane == 0) st_release_u64(flags + split, gp.epoch);
       return;
     }
-    if (lane < split) {
-      while (ld_acquire_u64(flags + lane) != gp.epoch) {
-      }
-      flags[lane] = 0;  // consumed: a CUDA graph replays this launch with the same epoch (no stale flag then)
-    }
+    if (lane < split) consume_flag(flags + lane, gp.epoch);
     __syncwarp();
 #pragma unroll
     for (int i = 0; i < MT; ++i)

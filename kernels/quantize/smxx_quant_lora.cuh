@@ -444,11 +444,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     if (tid == 0) st_release_u64(flags + split, p.epoch);
     return;
   }
-  if (tid < split) {  // a flag per thread (splits <= 32 chunks, src/programs/quant_lora.hpp): the waits overlap
-    while (ld_acquire_u64(flags + tid) != p.epoch) {
-    }
-    flags[tid] = 0;  // consumed: a CUDA graph replays this launch with the same epoch (no stale flag then)
-  }
+  if (tid < split) consume_flag(flags + tid, p.epoch);  // a flag per thread (splits <= 32 chunks): the waits overlap
   __syncthreads();
   SVDQ_TRACE(4, 0);
   // One element of four columns per thread and step.

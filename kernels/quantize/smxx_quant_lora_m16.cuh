@@ -180,11 +180,7 @@ SVDQ_DEV void smxx_quant_lora_m16(const QuantLoraParams& p) {
     if (tid == 0) st_release_u64(flags + chunk, p.epoch);
     return;
   }
-  if (tid < chunk) {
-    while (ld_acquire_u64(flags + tid) != p.epoch) {
-    }
-    flags[tid] = 0;  // consumed: a CUDA graph replays this launch with the same epoch (no stale flag then)
-  }
+  if (tid < chunk) consume_flag(flags + tid, p.epoch);
   __syncthreads();
   // The rows' float4s of d inside M (e = row x cols4 + column group): the slots, as many at once as the shared memory
   // (free now) holds, copied by every thread (cp.async, L2 only), then thread e adds its element's slots in order.
