@@ -29,10 +29,18 @@ using svdq::bench::Shape;
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-// Captures `op(stream)` once, then replays it with each input set copied into the captured buffers (`load(i)`), in
-// the order 0, 1, 0, 1, ...; replay r must give want[order[r]].
+// Runs `op` eagerly on input sets 0 and 1 (`load(i)` copies set i into the buffers `op` uses; `read` returns its
+// output), then captures `op(stream)` once and replays it with the sets loaded in the order 0, 1, 0, 1, ...: each
+// replay must give the eager output of its set.
 void check_replays(const std::function<void(cudaStream_t)>& op, const std::function<void(int)>& load,
-                   const std::function<std::vector<uint16_t>()>& read, const std::vector<std::vector<uint16_t>>& want) {
+                   const std::function<std::vector<uint16_t>()>& read) {
+  std::vector<std::vector<uint16_t>> want;
+  for (int i = 0; i < 2; ++i) {
+    load(i);
+    op(nullptr);
+    want.push_back(read());
+  }
+  ASSERT_NE(want[0], want[1]);
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   load(0);
@@ -92,6 +100,11 @@ LayerInputs make_layer(const Shape& s, uint64_t seed) {
   return in;
 }
 
+std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
+  const Shape& s = info.param;
+  return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + "_r" + std::to_string(s.rank);
+}
+
 class GpuGraphLinear : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(GpuGraphLinear, ReplaysMatchEagerCalls) {
@@ -128,25 +141,14 @@ TEST_P(GpuGraphLinear, ReplaysMatchEagerCalls) {
                           TensorView(dws.get(), DType::U8, {ws_bytes}), st);
   };
   const auto read = [&] { return download<uint16_t>(dout, M * N); };
-  std::vector<std::vector<uint16_t>> want;
-  for (int i = 0; i < 2; ++i) {
-    load(i);
-    op(nullptr);
-    want.push_back(read());
-  }
-  ASSERT_NE(want[0], want[1]);
-  check_replays(op, load, read, want);
+  check_replays(op, load, read);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuGraphLinear,
                          ::testing::Values(make_shape(1, 4096, 4096, 32, true), make_shape(8, 4096, 14336, 32, true),
                                            make_shape(77, 3072, 12288, 48, true), make_shape(512, 3072, 12288, 32, true),
                                            make_shape(2048, 3072, 3072, 32, true)),
-                         [](const auto& info) {
-                           const Shape& s = info.param;
-                           return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + "_r" +
-                                  std::to_string(s.rank);
-                         });
+                         shape_name);
 
 class GpuGraphMm : public ::testing::TestWithParam<Shape> {};
 
@@ -175,23 +177,12 @@ TEST_P(GpuGraphMm, ReplaysMatchEagerCalls) {
   const auto load = [&](int i) { copy_inputs(i == 0 ? same : other); };
   const auto op = [&](cudaStream_t st) { p.run(st); };
   const auto read = [&] { return p.download_output(); };
-  std::vector<std::vector<uint16_t>> want;
-  for (int i = 0; i < 2; ++i) {
-    load(i);
-    op(nullptr);
-    want.push_back(read());
-  }
-  ASSERT_NE(want[0], want[1]);
-  check_replays(op, load, read, want);
+  check_replays(op, load, read);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuGraphMm,
                          ::testing::Values(make_shape(1, 4096, 14336, 32, true), make_shape(129, 3072, 12288, 32, true),
                                            make_shape(2048, 3072, 3072, 32, true), make_shape(4608, 3072, 3072, 32, false)),
-                         [](const auto& info) {
-                           const Shape& s = info.param;
-                           return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + "_r" +
-                                  std::to_string(s.rank);
-                         });
+                         shape_name);
 
 }  // namespace
