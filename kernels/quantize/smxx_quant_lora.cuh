@@ -32,13 +32,15 @@ struct QuantLoraConfig {
   // ring and each lane's group and d sums.
   static constexpr int kXStage = kThreads * 64 + (kThreads / 32) * 128;  // x, then each warp's pqs copy
   static constexpr int kTableAt = STAGES * kXStage, kTableBytes = 128 * 4;  // gs / scale for every E4M3 code
-  static constexpr int kL2tStride = kRankTile * 2 + 16;   // 80: 8 consecutive rows fall on distinct bank groups
-  static constexpr int kStage = 64 * kL2tStride;          // one K tile of l2t (rows in the fragment order, below)
+  static constexpr int kL2tRow = kRankTile * 2;          // 64 bytes, 16-byte chunks swizzled (l2t_slot_at)
+  static constexpr int kStage = 64 * kL2tRow;             // one K tile of l2t (rows in the fragment order, below)
   static constexpr int kL2tAt = kTableAt + kTableBytes;
   static constexpr int kSumAt = kL2tAt + STAGES * kStage, kSumBytes = kThreads * 2 * (kRankTile / 8) * 4 * 4;
   static constexpr int kSmemQuantize = kL2tAt;            // a launch without d
   static constexpr int kSmem = kSumAt + kSumBytes;
   static_assert(STAGES >= 2, "the ring needs two slots");
+  // The launch bound's four CTAs per SM: sm_90 has 228 KB of shared memory per SM and reserves 1 KB per CTA.
+  static_assert(STAGES > 3 || 4 * (kSmem + 1024) <= 228 * 1024, "four CTAs per SM fit sm_90's shared memory");
   static_assert(kStage % 128 == 0 && kL2tAt % 128 == 0, "slots stay 128-byte aligned");
 };
 
@@ -65,6 +67,11 @@ SVDQ_DEV float4 ld_cg_f4(const float* p) {  // 16 bytes through L2 only (partial
 // the four lanes t' = 0..3, and x's words 2s, 2s + 1 are that step's A fragment. Row k goes to slot row
 // 8 (2s + h) + 2t' + p (k = 16t' + 4s + 2h + p): each 8x8 matrix of B an ldmatrix.trans reads is 8 consecutive rows.
 SVDQ_HD int l2t_slot_row(int k) { return ((((k >> 2) & 3) << 1 | ((k >> 1) & 1)) << 3) + ((k >> 4) << 1) + (k & 1); }
+
+// The byte offset of 16-byte chunk c (0..3) of slot row r in the 64-row pass's l2t slot: 64-byte rows, the chunk
+// XORed with bits 1-2 of the row, so the 8 consecutive rows an ldmatrix matrix reads fall on distinct bank groups
+// (two rows share a 128-byte line; without the XOR rows r and r + 2 would collide).
+SVDQ_HD u32 l2t_slot_at(int r, int c) { return static_cast<u32>(r * 64 + ((c ^ ((r >> 1) & 3)) << 4)); }
 
 // A lane's quantization outputs: its block t (elements 16t..16t+15 of a K tile) of rows mA and mB = mA + 8 (in the
 // swizzled scales 8 rows of the same 32-row block: mA % 32 < 24), as codes, scale bytes and, where the routed GEMM
@@ -254,7 +261,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   for (int i = 0; i < l_n && i < 2; ++i) {
     const int e = tid + i * C::kThreads, row = e / per_row, ch = e - row * per_row;
     l_end[i] = row < p.k ? static_cast<int>((p.k - row + 63) >> 6) : 0;
-    l_dst[i] = l2t_slot_row(row) * C::kL2tStride + ch * 16;
+    l_dst[i] = l2t_slot_at(l2t_slot_row(row), ch);
     l_at[i] = p.l2t + (static_cast<i64>(kt0) * 64 + row) * p.rank + r0 + ch * 8;
   }
   const i64 l_step = 64 * static_cast<i64>(p.rank);
@@ -301,8 +308,10 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       acc[i][e] = 0.0f;
       if (lora) gacc[(i * 4 + e) * C::kThreads] = tot[(i * 4 + e) * C::kThreads] = 0.0f;
     }
-  // ldmatrix.x4.trans: lane L gives row L % 8 of matrix L / 8 = (k16 step's half h = (L / 8) & 1, n8 tile L / 16).
-  const u32 b_off = (((lane >> 3) & 1) * 8 + (lane & 7)) * C::kL2tStride + (lane >> 4) * 16;
+  // ldmatrix.x4.trans: lane L gives row L % 8 of matrix L / 8 = (k16 step's half h = (L / 8) & 1, n8 tile L / 16),
+  // chunk 2 np + L / 16 for n8 tile pair np (a k16 step s adds 16 rows, which keeps the swizzle's row bits).
+  const int b_row = ((lane >> 3) & 1) * 8 + (lane & 7);
+  const u32 b_off[2] = {l2t_slot_at(b_row, lane >> 4), l2t_slot_at(b_row, 2 + (lane >> 4))};
   const i64 m_pad = p.row_tiles * C::kRows;
   const int gch = p.group_chunks;
   // Split launches store partial sums per chunk (fine: a CTA's range lies inside one group) or per group: slots of
@@ -352,7 +361,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       if (pad_rows) zero_pad_scales(p, (rt + 1) * C::kRows, kt, tid, C::kThreads);
     }
     if (lora) {
-      const u32 st = sbase + C::kL2tAt + slot * C::kStage + b_off;
+      const u32 st = sbase + C::kL2tAt + slot * C::kStage;
       const u32 xwa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
       const u32 xwb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
 #pragma unroll
@@ -362,7 +371,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
         for (int np = 0; np < kNt / 2; ++np) {
           if (np >= pairs) break;
           u32 b0, b1, b2, b3;
-          ldmatrix_x4_trans(st + s * 16 * C::kL2tStride + np * 32, b0, b1, b2, b3);
+          ldmatrix_x4_trans(st + b_off[np] + s * 16 * C::kL2tRow, b0, b1, b2, b3);
           mma_bf16_16816(acc[2 * np], a, b0, b1);
           mma_bf16_16816(acc[2 * np + 1], a, b2, b3);
         }
