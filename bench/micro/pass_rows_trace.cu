@@ -1,9 +1,10 @@
-// Timeline of the 64-row one pass (kernels/quantize/smxx_quant_lora.cuh, unchanged, STAGES = 3 as the registry's
-// build) at the M >= 512 rows of the layer table and the FLUX workload, rank 32, smoothed, swizzled scales, no FP16
+// Timeline of the 64-row one pass (kernels/quantize/smxx_quant_lora.cuh, unchanged; STAGES = 3 as the registry's
+// build, and 4 / 6 for comparison: more K tiles in flight per CTA, fewer CTAs per SM) at the M >= 512 rows of the layer table and the FLUX workload, rank 32, smoothed, swizzled scales, no FP16
 // copy (the routed GEMMs there read A as codes): every CTA's SVDQ_TRACE events and SM on the global timer, summed
 // up as when the CTAs start (waves), how long a CTA's K loop takes per K tile, how long the split's last CTAs wait and
 // add, and the span on CUDA events (cold L2, a busy kernel before it so the host's launch latency does not set the
-// start). Arguments: M K [splits] (splits: the plan's override, as SVDQ_PASS_SPLITS); none: the default rows.
+// start). Arguments: M K [splits [stages]] (splits: the plan's override as SVDQ_PASS_SPLITS, 0 = the plan's own;
+// stages 3, 4 or 6); none: the default rows at 3 stages, then at 4 and 6.
 //
 // The plan is src/programs/quant_lora.cpp's plan_quant_lora, written out here (the micro links no library).
 //
@@ -35,9 +36,9 @@ __device__ __forceinline__ void trace_point(int point, int it) {
 #include "micro_util.hpp"
 
 using namespace svdq_k;
-using C = QuantLoraConfig<3>;
 
-extern "C" __global__ void __launch_bounds__(128, 4) pass(const QuantLoraParams p) { smxx_quant_lora<3>(p); }
+template <int S>
+__global__ void __launch_bounds__(128, S == 3 ? 4 : 1) pass(const QuantLoraParams p) { smxx_quant_lora<S>(p); }
 extern "C" __global__ void busy(unsigned ns) {
   const unsigned long long t0 = global_ns();
   while (global_ns() - t0 < ns) {
@@ -84,7 +85,9 @@ static double pct(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, (size_t)(q * (v.size() - 1) + 0.5))];
 }
 
+template <int S>
 static void run(long long M, long long K, int forced) {
+  using C = QuantLoraConfig<S>;
   constexpr int R = 32;
   int dev = 0, sms = 0;
   cudaGetDevice(&dev);
@@ -137,9 +140,9 @@ static void run(long long M, long long K, int forced) {
   p.chunks = pl.chunks;
   p.group_chunks = pl.group_chunks;
   p.chunks_per_split = pl.chunks_per_split;
-  check(cudaFuncSetAttribute(pass, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem), "smem");
+  check(cudaFuncSetAttribute(pass<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem), "smem");
   int per_sm = 0;
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pass, 128, C::kSmem), "occupancy");
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pass<S>, 128, C::kSmem), "occupancy");
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
@@ -150,7 +153,7 @@ static void run(long long M, long long K, int forced) {
     p.epoch = 1000 + rep;
     busy<<<1, 32>>>(20000);
     cudaEventRecord(e0);
-    pass<<<pl.grid, 128, C::kSmem>>>(p);
+    pass<S><<<pl.grid, 128, C::kSmem>>>(p);
     cudaEventRecord(e1);
     check(cudaEventSynchronize(e1), "pass");
     float ms = 0;
@@ -162,9 +165,9 @@ static void run(long long M, long long K, int forced) {
   const double x_mb = M * K * 2 / 1e6, out_mb = (M * K / 2 + sf_rows * sf_cols + M * R * 2) / 1e6;
   const int ktiles = (int)((K + 63) / 64);
   const int tiles_per_cta = std::min(ktiles, pl.chunks_per_split * pl.chunk_tiles);
-  std::printf("M %lld K %lld r %d: %d CTAs = %d row tiles x %d splits (%d K tiles each, %d partial slots), %d CTAs "
+  std::printf("STAGES %d, M %lld K %lld r %d: %d CTAs = %d row tiles x %d splits (%d K tiles each, %d partial slots), %d CTAs "
               "per SM fit (%d bytes of shared memory), %d SMs\n",
-              M, K, R, pl.grid, pl.row_tiles, pl.splits, tiles_per_cta, pl.splits > 1 ? pl.slots : 0, per_sm,
+              S, M, K, R, pl.grid, pl.row_tiles, pl.splits, tiles_per_cta, pl.splits > 1 ? pl.slots : 0, per_sm,
               C::kSmem, sms);
   std::printf("  span (CUDA events, median of 6): %.2f us; x %.1f MB + outputs %.1f MB -> %.2f TB/s\n",
               span[span.size() / 2], x_mb, out_mb, (x_mb + out_mb) / span[span.size() / 2]);  // MB / us = TB / s
@@ -215,10 +218,16 @@ static void run(long long M, long long K, int forced) {
 
 int main(int argc, char** argv) {
   if (argc >= 3) {
-    run(std::atoll(argv[1]), std::atoll(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 0);
+    const long long m = std::atoll(argv[1]), k = std::atoll(argv[2]);
+    const int splits = argc >= 4 ? std::atoi(argv[3]) : 0, stages = argc >= 5 ? std::atoi(argv[4]) : 3;
+    if (stages == 4) run<4>(m, k, splits);
+    else if (stages == 6) run<6>(m, k, splits);
+    else run<3>(m, k, splits);
     return 0;
   }
   const long long rows[][2] = {{4096, 3072}, {4608, 3072}, {4608, 12288}, {512, 3072}, {512, 12288}};
-  for (const auto& r : rows) run(r[0], r[1], 0);
+  for (const auto& r : rows) run<3>(r[0], r[1], 0);
+  for (const auto& r : rows) run<4>(r[0], r[1], 0);
+  for (const auto& r : rows) run<6>(r[0], r[1], 0);
   return 0;
 }
