@@ -134,14 +134,14 @@ def _run_with_jit_disabled(pkg, env, tmp_path):
     except ImportError as e:
         print(f"JIT-disabled run skipped: torch not importable: {e}")
         return
+    import svdq.nn  # (binds the name svdq in this function: before its first use)
+
     if not (svdq.gpu_available()[0] and torch.cuda.is_available()):
         print(f"JIT-disabled run skipped: no CUDA device: {svdq.gpu_available()[1]}")
         return
     if torch.cuda.get_device_capability() != (9, 0):
         print(f"JIT-disabled run skipped: the wheel holds 9.0a, the GPU is {torch.cuda.get_device_capability()}")
         return
-    import svdq.nn
-
     torch.manual_seed(3)
     lin = torch.nn.Linear(512, 256).to(torch.bfloat16).cuda()
     xs = [torch.randn(m, 512, dtype=torch.bfloat16) for m in (1, 8, 100, 600)]
