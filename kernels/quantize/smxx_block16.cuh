@@ -10,7 +10,6 @@ namespace svdq_k {
 #if defined(SVDQ_EMU)
 SVDQ_DEV float max_nan(float a, float b) { return svdq_emu::max_nan(a, b); }
 SVDQ_DEV u32 fma_bf16x2(u32 a, u32 b, u32 c) { return svdq_emu::fma_bf16x2(a, b, c); }
-SVDQ_DEV u32 max_nan_bf16x2(u32 a, u32 b) { return svdq_emu::max_nan_bf16x2(a, b); }
 #else
 // max that returns NaN when either operand is NaN (sm_80+): one instruction gives the block's amax and tells
 // whether the block holds a NaN (then the reference path runs).
@@ -22,11 +21,6 @@ SVDQ_DEV float max_nan(float a, float b) {
 SVDQ_DEV u32 fma_bf16x2(u32 a, u32 b, u32 c) {  // per half: BF16(a * b + c), rounded once
   u32 d;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-SVDQ_DEV u32 max_nan_bf16x2(u32 a, u32 b) {  // per half: the larger BF16 value, NaN where either is NaN
-  u32 d;
-  asm("max.NaN.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
   return d;
 }
 #endif
@@ -95,57 +89,6 @@ SVDQ_DEV Block16 quantize_block16(const u32* w, const u32* pw, bool smoothed, fl
 #pragma unroll
   for (int i = 0; i < 16; ++i) out.codes[i >> 3] |= e2m1_from_float(mul_rn(v[i], m)) << (4 * (i & 7));
   return out;
-}
-
-// The fast path's first steps for one block: its smoothed BF16 words, the scale byte and its multiplier; `fast`
-// when the block's codes come from them (a zero scale: all codes 0). The amax is taken on the BF16 pairs (a max does
-// not round, and any NaN gives NaN: the block then takes the reference steps).
-struct Block16Prep {
-  u32 ws[8], s;
-  float mul;
-  bool fast;
-};
-SVDQ_DEV void prepare_block16(const u32* w, const u32* pw, float gs, const float* inv_scale, Block16Prep& b) {
-  u32 m4[4];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) b.ws[i] = fma_bf16x2(w[i], pw[i], 0x80008000u);  // (-0 addend: keeps -0)
-#pragma unroll
-  for (int i = 0; i < 4; ++i) m4[i] = max_nan_bf16x2(b.ws[2 * i] & 0x7FFF7FFFu, b.ws[2 * i + 1] & 0x7FFF7FFFu);
-  const u32 m2 = max_nan_bf16x2(max_nan_bf16x2(m4[0], m4[1]), max_nan_bf16x2(m4[2], m4[3]));
-  const float amax = max_nan(f32_from_bits(m2 << 16), f32_from_bits(m2 & 0xFFFF0000u));
-  const bool tiny = amax > 0.0f && amax < 3.3881318e-36f;  // 2^-118
-  b.s = amax <= 3.40282347e38f && !tiny ? e4m3_from_nonneg(mul_rn(gs, div6_bf16(amax))) : 0x7Fu;
-  b.mul = inv_scale[b.s & 0x7Fu];
-  b.fast = b.s == 0 || (b.s < 0x7Fu && b.mul <= 3.40282347e38f);
-}
-
-// Two blocks (rows g and g + 8 of a lane: their words at a0, a1 and b0, b1 in shared memory, 16 bytes each, and the
-// pqs words at pq, 32 bytes) through the fast path at once, so their independent steps interleave: false when either
-// block needs the reference steps (quantize_block16; the caller loads the words again for them).
-SVDQ_DEV bool quantize_block16_pair_fast(const unsigned char* a0, const unsigned char* a1, const unsigned char* b0,
-                                         const unsigned char* b1, const unsigned char* pq, float gs,
-                                         const float* inv_scale, Block16& oa, Block16& ob) {
-  const uint4 xa0 = *reinterpret_cast<const uint4*>(a0), xa1 = *reinterpret_cast<const uint4*>(a1);
-  const uint4 xb0 = *reinterpret_cast<const uint4*>(b0), xb1 = *reinterpret_cast<const uint4*>(b1);
-  const uint4 q0 = *reinterpret_cast<const uint4*>(pq), q1 = *reinterpret_cast<const uint4*>(pq + 16);
-  const u32 wa[8] = {xa0.x, xa0.y, xa0.z, xa0.w, xa1.x, xa1.y, xa1.z, xa1.w};
-  const u32 wb[8] = {xb0.x, xb0.y, xb0.z, xb0.w, xb1.x, xb1.y, xb1.z, xb1.w};
-  const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-  Block16Prep a, b;
-  prepare_block16(wa, pw, gs, inv_scale, a);
-  prepare_block16(wb, pw, gs, inv_scale, b);
-  if (!(a.fast && b.fast)) return false;
-  u32 ca[2] = {0u, 0u}, cb[2] = {0u, 0u};
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const u32 sh = i & 1 ? 0u : 16u, mask = i & 1 ? 0xFFFF0000u : 0xFFFFFFFFu;
-    ca[i >> 3] |= e2m1_from_float_fast(mul_rn(f32_from_bits((a.ws[i >> 1] << sh) & mask), a.mul)) << (4 * (i & 7));
-    cb[i >> 3] |= e2m1_from_float_fast(mul_rn(f32_from_bits((b.ws[i >> 1] << sh) & mask), b.mul)) << (4 * (i & 7));
-  }
-  // (a zero scale: every code 0, whatever the products of its infinite multiplier gave)
-  oa = Block16{{a.s != 0 ? ca[0] : 0u, a.s != 0 ? ca[1] : 0u}, a.s};
-  ob = Block16{{b.s != 0 ? cb[0] : 0u, b.s != 0 ? cb[1] : 0u}, b.s};
-  return true;
 }
 
 }  // namespace svdq_k

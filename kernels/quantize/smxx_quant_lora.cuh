@@ -31,8 +31,7 @@ struct QuantLoraConfig {
   // Shared memory: the x ring (each lane's own 64 bytes of a K tile), the scale table, then (with d only) the l2t
   // ring and each lane's group and d sums.
   static constexpr int kXStage = kThreads * 64 + (kThreads / 32) * 128;  // x, then each warp's pqs copy
-  // gs / scale for every E4M3 code, then 32 bytes of BF16 ones (the pqs words of an unsmoothed launch)
-  static constexpr int kTableAt = STAGES * kXStage, kOnesAt = kTableAt + 128 * 4, kTableBytes = 128 * 4 + 128;
+  static constexpr int kTableAt = STAGES * kXStage, kTableBytes = 128 * 4;  // gs / scale for every E4M3 code
   static constexpr int kL2tRow = kRankTile * 2;          // 64 bytes, 16-byte chunks swizzled (l2t_slot_at)
   static constexpr int kStage = 64 * kL2tRow;             // one K tile of l2t (rows in the fragment order, below)
   static constexpr int kL2tAt = kTableAt + kTableBytes;
@@ -50,21 +49,11 @@ SVDQ_DEV void ldmatrix_x4_trans(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
   svdq_emu::ldmatrix(addr, 4, true, &r0, &r1, &r2, &r3);
 }
 SVDQ_DEV float4 ld_cg_f4(const float* p) { return float4{p[0], p[1], p[2], p[3]}; }
-SVDQ_DEV uint4 lds_again(const unsigned char* p) { return *reinterpret_cast<const uint4*>(p); }
 #else
 SVDQ_DEV void ldmatrix_x4_trans(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(addr));
-}
-// 16 bytes of shared memory loaded again where registers held them before (volatile: not merged with that load, so
-// the registers need not stay live up to here).
-SVDQ_DEV uint4 lds_again(const unsigned char* p) {
-  uint4 v;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(static_cast<u32>(__cvta_generic_to_shared(p))));
-  return v;
 }
 SVDQ_DEV float4 ld_cg_f4(const float* p) {  // 16 bytes through L2 only (partial sums another CTA wrote)
   float4 v;
@@ -199,12 +188,11 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   // Block order: splits fastest, then rank tiles, then row tiles; a split's last CTA (the one that adds the
   // partial sums) has the highest index of its rows, so the CTAs it waits for were scheduled before it.
-  // (32-bit: the grid is below 2^31 CTAs, src/programs/quant_lora.cpp)
-  const u32 bid = blockIdx.x;
-  const int split = static_cast<int>(bid % static_cast<u32>(p.splits));
-  const u32 unit32 = bid / static_cast<u32>(p.splits);
-  const int rk = static_cast<int>(unit32 % static_cast<u32>(p.rank_tiles));
-  const i64 unit = unit32, rt = unit32 / static_cast<u32>(p.rank_tiles);
+  const i64 bid = blockIdx.x;
+  const int split = static_cast<int>(bid % p.splits);
+  const i64 unit = bid / p.splits;
+  const int rk = static_cast<int>(unit % p.rank_tiles);
+  const i64 rt = unit / p.rank_tiles;
   const i64 m0 = rt * C::kRows;
   const int ktiles = static_cast<int>((p.k + 63) / 64);
   const int c0 = split * p.chunks_per_split;
@@ -228,70 +216,77 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const i64 mA = m0 + warp * 16 + g;
   const bool a_ok = mA < p.m, b_ok = mA + 8 < p.m;
   const bool smoothed = p.pqs != nullptr;
-  // One counter and slot for every ring (x, pqs, l2t): K tile `lkt` goes into slot `lslot`.
-  int lkt = kt0, lslot = 0;
   // pqs: each warp's own copy of the K tile's 128 bytes in its ring slot (lanes 0-7 copy one chunk each).
   const bool pq_copier = quant && smoothed && lane < 8;
+  const u16* pq_at = pq_copier ? p.pqs + lane * 8 + static_cast<i64>(kt0) * 64 : p.x;
+  const int pq_end = pq_copier && lane * 8 < p.k ? static_cast<int>((p.k - lane * 8 + 63) >> 6) : 0;
   const u32 pq_slot = C::kThreads * 64 + warp * 128;
   // The x ring: a warp's 16 rows x 128 bytes per K tile, row r at r * 128 with 16-byte chunk c at (c ^ (r & 7)) * 16
   // (the reads below touch each bank group once per quarter warp). Copy j of lane L: row 4j + L / 8, chunk L % 8, so
   // each copy instruction reads whole 128-byte row segments; zeros past M and K (the tensor cores read them too).
-  // Copy j's destination is the lane's first plus j * 512, its chunk XOR 4 for odd j (rows 4j + crow have
-  // r & 7 = crow + 4 (j & 1)): bit 6 of the address; its source is 4j rows (j * x_jb bytes) below the first.
   const int crow = lane >> 3, cch = lane & 7;
   const i64 crow0 = m0 + warp * 16 + crow;  // copy j: row crow0 + 4j
-  const char* x_at = reinterpret_cast<const char*>(p.x + crow0 * p.k + cch * 8 + static_cast<i64>(kt0) * 64);
-  const u32 x_jb = static_cast<u32>(8 * p.k);  // (K < 2^28: plan_quant_lora)
+  const u16* x_at = p.x + crow0 * p.k + cch * 8 + static_cast<i64>(kt0) * 64;
+  const i64 x_jstep = 4 * p.k;
   u32 x_rows = 0;  // bit j: copy j's row is inside M
   for (int j = 0; j < 4; ++j) x_rows |= (crow0 + 4 * j < p.m ? 1u : 0u) << j;
   const int x_end = cch * 8 < p.k ? static_cast<int>((p.k - cch * 8 + 63) >> 6) : 0;  // K tiles holding the chunk
-  const u32 x_dst = sbase + warp * 2048 + crow * 128 + ((cch ^ crow) << 4);
-  // The l2t ring (lora): rows in l2t_slot_row order, chunk (row, ch) from thread (row * per_row + ch) % 128, so a
-  // thread copies rows l_row and l_row + 128 / per_row of the same chunk (the second only for 32 columns).
-  const int per_row = rcols / 8;
-  const int l_row = lora ? tid / per_row : 0, l_ch = lora ? tid % per_row : 0, l_row2 = l_row + C::kThreads / (per_row > 0 ? per_row : 1);
-  const bool l_two = lora && 64 * per_row > C::kThreads;
-  const u32 l_dst = l2t_slot_at(l2t_slot_row(l_row), l_ch), l_dst2 = l2t_slot_at(l2t_slot_row(l_row2 & 63), l_ch);
-  const u16* l_at = p.l2t + (static_cast<i64>(kt0) * 64 + l_row) * p.rank + r0 + l_ch * 8;
-  const i64 l_second = static_cast<i64>(l_row2 - l_row) * p.rank;
-  const auto load_tile = [&]() {
-    const u32 st = lslot * C::kXStage;
-    const bool in = lkt < x_end;
+  // Copy j's destination: + j * 512; rows 4j + crow have r & 7 = crow + 4 (j & 1).
+  const u32 x_dst[2] = {sbase + warp * 2048 + crow * 128 + ((cch ^ crow) << 4),
+                        sbase + warp * 2048 + crow * 128 + ((cch ^ crow ^ 4) << 4)};
+  int xkt = kt0, xslot = 0;
+  const auto load_x = [&]() {
+    const u32 st = xslot * C::kXStage;
+    const bool in = xkt < x_end;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const bool ok = in && ((x_rows >> j) & 1u);
-      cp_async_16((x_dst ^ (j & 1 ? 64u : 0u)) + st + j * 512, ok ? x_at + j * x_jb : reinterpret_cast<const char*>(p.x),
-                  ok ? 16 : 0);
+      cp_async_16(x_dst[j & 1] + st + j * 512, ok ? x_at + j * x_jstep : p.x, ok ? 16 : 0);
     }
-    x_at += 128;
-    const i64 k0 = static_cast<i64>(lkt) * 64;
-    if (pq_copier) {
-      const bool pin = k0 + lane * 8 < p.k;
-      cp_async_16(sbase + st + pq_slot + lane * 16, pin ? p.pqs + k0 + lane * 8 : p.x, pin ? 16 : 0);
-    }
-    if (lora) {
-      const u32 lt = sbase + C::kL2tAt + lslot * C::kStage;
-      const bool in1 = k0 + l_row < p.k, in2 = k0 + l_row2 < p.k;
-      cp_async_16(lt + l_dst, in1 ? l_at : p.x, in1 ? 16 : 0);
-      if (l_two) cp_async_16(lt + l_dst2, in2 ? l_at + l_second : p.x, in2 ? 16 : 0);
-      l_at += 64 * static_cast<i64>(p.rank);
-    }
-    ++lkt;
-    lslot = lslot + 1 == STAGES ? 0 : lslot + 1;
+    if (pq_copier) cp_async_16(sbase + st + pq_slot + lane * 16, xkt < pq_end ? pq_at : p.x, xkt < pq_end ? 16 : 0);
+    pq_at += 64;
+    x_at += 64;
+    ++xkt;
+    xslot = xslot + 1 == STAGES ? 0 : xslot + 1;
   };
   // This lane's reads: rows g and g + 8 of its warp, chunks 2t and 2t + 1.
   const u32 x_rd = warp * 2048 + g * 128;
   const u32 x_c0 = ((2 * t) ^ (g & 7)) << 4, x_c1 = ((2 * t + 1) ^ (g & 7)) << 4;
+
+  // The l2t ring (lora): K tile lkt into slot lslot, rows in l2t_slot_row order, up to two 16-byte chunks per thread.
+  const int per_row = rcols / 8, l_n = lora ? (64 * per_row - tid + C::kThreads - 1) / C::kThreads : 0;
+  int l_end[2] = {0, 0};
+  u32 l_dst[2] = {0, 0};
+  const u16* l_at[2] = {p.x, p.x};
+  for (int i = 0; i < l_n && i < 2; ++i) {
+    const int e = tid + i * C::kThreads, row = e / per_row, ch = e - row * per_row;
+    l_end[i] = row < p.k ? static_cast<int>((p.k - row + 63) >> 6) : 0;
+    l_dst[i] = l2t_slot_at(l2t_slot_row(row), ch);
+    l_at[i] = p.l2t + (static_cast<i64>(kt0) * 64 + row) * p.rank + r0 + ch * 8;
+  }
+  const i64 l_step = 64 * static_cast<i64>(p.rank);
+  int lkt = kt0, lslot = 0;
+  const auto load_l2t = [&]() {
+    const u32 st = sbase + C::kL2tAt + lslot * C::kStage;
+    if (l_n > 0) cp_async_16(st + l_dst[0], lkt < l_end[0] ? l_at[0] : p.x, lkt < l_end[0] ? 16 : 0);
+    if (l_n > 1) cp_async_16(st + l_dst[1], lkt < l_end[1] ? l_at[1] : p.x, lkt < l_end[1] ? 16 : 0);
+    l_at[0] += l_step;
+    l_at[1] += l_step;
+    ++lkt;
+    lslot = lslot + 1 == STAGES ? 0 : lslot + 1;
+  };
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (lkt < kt1) load_tile();
+    if (xkt < kt1) {
+      load_x();
+      if (lora) load_l2t();
+    }
     cp_async_commit();
   }
 
   const float gs = quant ? *p.global_scale : 0.0f;
   float* inv_scale = reinterpret_cast<float*>(smem + C::kTableAt);
   if (quant) inv_scale[tid] = div_rn(gs, e4m3_to_float(static_cast<u32>(tid)));  // kThreads = 128 codes
-  if (tid < 8) reinterpret_cast<u32*>(smem + C::kOnesAt)[tid] = 0x3F803F80u;
   __syncthreads();
 
   const PassBlockOut out(p, mA, t);
@@ -343,16 +338,30 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     else
       __syncwarp();  // the same for the warp's own x slots
     SVDQ_TRACE(1, kt - kt0);
-    if (lkt < kt1) load_tile();  // K tile kt + STAGES - 1, into the slots K tile kt - 1 used
+    if (xkt < kt1) {            // K tile kt + STAGES - 1, into the slots K tile kt - 1 used
+      load_x();
+      if (lora) load_l2t();
+    }
     cp_async_commit();
     const unsigned char* xs = smem + slot * C::kXStage + x_rd;
-    // d's tensor-core chain first, then the quantization, which reads the same words again (so they are not live
-    // across both).
+    const uint4 xw[4] = {*reinterpret_cast<const uint4*>(xs + x_c0), *reinterpret_cast<const uint4*>(xs + x_c1),
+                         *reinterpret_cast<const uint4*>(xs + 1024 + x_c0),
+                         *reinterpret_cast<const uint4*>(xs + 1024 + x_c1)};
+    if (quant) {
+      uint4 q0 = make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u), q1 = q0;  // BF16 ones
+      if (smoothed) {
+        q0 = *reinterpret_cast<const uint4*>(smem + slot * C::kXStage + pq_slot + 32 * t);
+        q1 = *reinterpret_cast<const uint4*>(smem + slot * C::kXStage + pq_slot + 32 * t + 16);
+      }
+      const u32 wa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
+      const u32 wb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
+      const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+      out.store(quantize_block16(wa, pw, smoothed, gs, inv_scale), kt, false);
+      out.store(quantize_block16(wb, pw, smoothed, gs, inv_scale), kt, true);
+      if (pad_rows) zero_pad_scales(p, (rt + 1) * C::kRows, kt, tid, C::kThreads);
+    }
     if (lora) {
       const u32 st = sbase + C::kL2tAt + slot * C::kStage;
-      const uint4 xw[4] = {*reinterpret_cast<const uint4*>(xs + x_c0), *reinterpret_cast<const uint4*>(xs + x_c1),
-                           *reinterpret_cast<const uint4*>(xs + 1024 + x_c0),
-                           *reinterpret_cast<const uint4*>(xs + 1024 + x_c1)};
       const u32 xwa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
       const u32 xwb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
 #pragma unroll
@@ -413,23 +422,6 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
           ++group;
         }
       }
-    }
-    if (quant) {
-      const unsigned char* pq = smoothed ? smem + slot * C::kXStage + pq_slot + 32 * t : smem + C::kOnesAt;
-      Block16 ba, bb;
-      if (!quantize_block16_pair_fast(xs + x_c0, xs + x_c1, xs + 1024 + x_c0, xs + 1024 + x_c1, pq, gs, inv_scale, ba, bb)) {
-        // the reference steps for both blocks, from the words loaded again
-        const uint4 a0 = lds_again(xs + x_c0), a1 = lds_again(xs + x_c1), b0 = lds_again(xs + 1024 + x_c0),
-                    b1 = lds_again(xs + 1024 + x_c1), q0 = lds_again(pq), q1 = lds_again(pq + 16);
-        const u32 wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-        const u32 wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-        const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-        ba = quantize_block16(wa, pw, smoothed, gs, inv_scale);
-        bb = quantize_block16(wb, pw, smoothed, gs, inv_scale);
-      }
-      out.store(ba, kt, false);
-      out.store(bb, kt, true);
-      if (pad_rows) zero_pad_scales(p, (rt + 1) * C::kRows, kt, tid, C::kThreads);
     }
     slot = slot + 1 == STAGES ? 0 : slot + 1;
   }

@@ -65,10 +65,6 @@ QuantLoraPlan plan_for(const registry::Build& build, int64_t m, int64_t k, int64
 }
 
 QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) {
-  // (the 64-row form steps between its copies' rows by 32-bit byte offsets, 3 x 8K)
-  if (k > kQuantLoraMaxK)
-    throw Error(ErrorCode::InvalidArgument, "argument 'x': K = " + std::to_string(k) + " is larger than the one pass takes (" +
-                                                std::to_string(kQuantLoraMaxK) + ")");
   QuantLoraPlan p = plan_k(m, k, kQuantLoraRows);
   const int groups = (p.chunks + p.group_chunks - 1) / p.group_chunks;
   if (rank > 0) {
@@ -115,7 +111,7 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
   return p;
 }
 int64_t quant_lora_smem(const registry::Build& build, bool with_d) {
-  return with_d || build.bm == kQuantLoraM16Rows ? build.smem_bytes : int64_t(build.stages) * (128 * 64 + 4 * 128) + 128 * 4 + 128;
+  return with_d || build.bm == kQuantLoraM16Rows ? build.smem_bytes : int64_t(build.stages) * (128 * 64 + 4 * 128) + 128 * 4;
 }
 
 int64_t quant_lora_scratch_bytes(const jit::DeviceTarget& dev, const registry::Build& build, int64_t m, int64_t k,

@@ -23,7 +23,6 @@ struct QuantLoraPlan {
   int64_t grid = 0, part_bytes = 0, flag_bytes = 0;
 };
 constexpr int kQuantLoraRows = 64, kQuantLoraRankTile = 32, kQuantLoraMaxChunks = 32, kQuantLoraMaxGroups = 8;
-constexpr int64_t kQuantLoraMaxK = int64_t(1) << 27;  // the 64-row form's largest K
 static_assert(kQuantLoraMaxChunks <= 128, "a split's last CTA waits on one flag per thread (128 threads)");
 // rank = 0: quantization alone (no partial sums: short row counts are simply cut along K).
 QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count);

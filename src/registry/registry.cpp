@@ -173,7 +173,7 @@ Build quant_lora(int stages) {
   b.bm = 64;
   b.bn = 32;  // rank columns per CTA
   b.stages = stages;
-  b.smem_bytes = int64_t(stages) * (128 * 64 + 4 * 128 + 64 * 64) + 128 * 4 + 128 + 128 * 2 * 16 * 4;
+  b.smem_bytes = int64_t(stages) * (128 * 64 + 4 * 128 + 64 * 64) + 128 * 4 + 128 * 2 * 16 * 4;
   return b;
 }
 // Mirrors QuantLoraM16Config in kernels/quantize/smxx_quant_lora_m16.cuh: the decode form, `slots` K tiles in flight.

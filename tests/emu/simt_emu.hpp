@@ -193,17 +193,6 @@ inline float max_nan(float a, float b) {
   return a > b ? a : b;
 }
 
-// max.NaN.bf16x2: per half the larger value, the canonical NaN (0x7FFF) where either half is NaN.
-inline uint32_t max_nan_bf16x2(uint32_t a, uint32_t b) {
-  uint32_t r = 0;
-  for (int h = 0; h < 2; ++h) {
-    const uint32_t x = (a >> (16 * h)) & 0xFFFFu, y = (b >> (16 * h)) & 0xFFFFu;
-    const float fx = bf16f(x), fy = bf16f(y);
-    r |= (std::isnan(fx) || std::isnan(fy) ? 0x7FFFu : (fx > fy ? x : (fy > fx ? y : (x & y)))) << (16 * h);
-  }
-  return r;
-}
-
 inline uint32_t bf16_round(float f) {  // RNE (inputs here are never NaN)
   uint32_t u;
   std::memcpy(&u, &f, 4);
