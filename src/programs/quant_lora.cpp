@@ -110,8 +110,10 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
   }
   return p;
 }
-int64_t quant_lora_smem(const registry::Build& build, bool with_d) {
-  return with_d || build.bm == kQuantLoraM16Rows ? build.smem_bytes : int64_t(build.stages) * (128 * 64 + 4 * 128) + 128 * 4;
+int64_t quant_lora_smem(const registry::Build& build, const QuantLoraPlan& plan, bool with_d, int sm_count) {
+  if (build.bm == kQuantLoraM16Rows) return build.smem_bytes;
+  if (!with_d) return int64_t(build.stages) * (128 * 64 + 4 * 128) + 128 * 4;
+  return plan.grid > 4 * int64_t(sm_count) ? build.smem_bytes : registry::quant_lora_kernel_smem(build.stages);
 }
 
 int64_t quant_lora_scratch_bytes(const jit::DeviceTarget& dev, const registry::Build& build, int64_t m, int64_t k,
@@ -154,7 +156,8 @@ uint64_t launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const r
   p.epoch = next_epoch();
   jit::get_kernel(build, dev);  // the module loaded (or its error thrown) before anything is allocated
   if (plan.splits == 1 || rank == 0) {  // (quantization alone needs no partial sums at any split)
-    launch_kernel(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p, false, quant_lora_smem(build, rank > 0));
+    launch_kernel(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p, false,
+                  quant_lora_smem(build, plan, rank > 0, dev.sm_count));
     return p.epoch;
   }
   // Split K: the CTAs' FP32 partial sums and their flags in stream-ordered scratch (the caller's, or taken here).
@@ -168,7 +171,8 @@ uint64_t launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const r
   }
   p.part = reinterpret_cast<float*>(bytes);
   p.flags = reinterpret_cast<svdq_k::u64*>(bytes + part);
-  launch_kernel(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p);
+  launch_kernel(build, dev, static_cast<unsigned>(plan.grid), 1, stream, &p, false,
+                quant_lora_smem(build, plan, true, dev.sm_count));
   if (scratch) scratch->release();
   return p.epoch;
 }

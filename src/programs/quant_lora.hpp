@@ -36,9 +36,11 @@ QuantLoraPlan plan_for(const registry::Build& build, int64_t m, int64_t k, int64
 // pointers (and, with splits, the partial sums, flags and epoch).
 svdq_k::QuantLoraParams quant_lora_params(const QuantLoraPlan& plan, int64_t m, int64_t k, int64_t rank, bool swizzled);
 
-// The dynamic shared memory a launch of `build` uses: all of it with d, the x ring and scale table alone without
-// (QuantLoraConfig::kSmemQuantize; the decode form always runs with d).
-int64_t quant_lora_smem(const registry::Build& build, bool with_d);
+// The dynamic shared memory a launch of `build` with `plan` takes: the kernel's with d, the x ring and scale table
+// alone without (QuantLoraConfig::kSmemQuantize; the decode form always runs with d). With d, a 64-row grid of more
+// CTAs than four per SM hold (sm_count SMs) takes the build's most (60 KiB), so three share an SM: measured faster
+// than four there (2026-12-07, H100: 576 CTAs, 4608 x K 3072 / 12288).
+int64_t quant_lora_smem(const registry::Build& build, const QuantLoraPlan& plan, bool with_d, int sm_count);
 
 // The launch of `build` (router::select_quant_lora): quantization into `layout` where xq != null, d = BF16(x @ l2t)
 // where l2t != null, or both; a16 != null: also deq(codes) x 2^-7 as FP16 (pairs: in the pairs K order) for the GEMM

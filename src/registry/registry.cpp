@@ -167,13 +167,14 @@ Build gemv(int mt, int nt, int warps, int depth) {
   return b;
 }
 
-// Mirrors QuantLoraConfig in kernels/quantize/smxx_quant_lora.cuh (the rendered unit static_asserts the size).
+// The 64-row pass: its kernel's shared memory lets four CTAs share an SM; smem_bytes, the most a launch takes, 60 KiB
+// lets three (src/programs/quant_lora.cpp picks per launch).
 Build quant_lora(int stages) {
   Build b = simple(Program::QuantLora, 128);
   b.bm = 64;
   b.bn = 32;  // rank columns per CTA
   b.stages = stages;
-  b.smem_bytes = int64_t(stages) * (128 * 64 + 4 * 128 + 64 * 64) + 128 * 4 + 128 * 2 * 16 * 4;
+  b.smem_bytes = std::max<int64_t>(quant_lora_kernel_smem(stages), 60 * 1024);
   return b;
 }
 // Mirrors QuantLoraM16Config in kernels/quantize/smxx_quant_lora_m16.cuh: the decode form, `slots` K tiles in flight.
@@ -461,6 +462,11 @@ IdleSplit idle_split(int tiles_m, int tiles_n, int raster, int grid) {
   return {cvt, tiles_n - cols};
 }
 
+// Mirrors QuantLoraConfig::kSmem in kernels/quantize/smxx_quant_lora.cuh (the rendered unit static_asserts it).
+int64_t quant_lora_kernel_smem(int stages) {
+  return int64_t(stages) * (128 * 64 + 4 * 128 + 64 * 64) + 128 * 4 + 128 * 2 * 16 * 4;
+}
+
 int64_t fp16_copy_bytes(int64_t rows, int64_t k) {
   return checked::mul(checked::mul(rows, k, "FP16 copy elements"), 2, "FP16 copy bytes");
 }
@@ -519,8 +525,8 @@ std::string render(const Build& b) {
         break;
       }
       os << "#include \"quantize/smxx_quant_lora.cuh\"\n"
-         << "static_assert(svdq_k::QuantLoraConfig<" << b.stages << ">::kSmem == " << b.smem_bytes
-         << ", \"registry smem_bytes differs from the kernel's\");\n"
+         << "static_assert(svdq_k::QuantLoraConfig<" << b.stages << ">::kSmem == " << quant_lora_kernel_smem(b.stages)
+         << ", \"registry quant_lora_kernel_smem differs from the kernel's\");\n"
          // Four CTAs (16 warps) per SM: registers capped at 128.
          << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 4) " << b.kernel_name
          << "(const svdq_k::QuantLoraParams p) {\n  svdq_k::smxx_quant_lora<" << b.stages << ">(p);\n}\n";

@@ -76,7 +76,7 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
   p.a16 = a16 >= 0 ? o.a16.data() : nullptr;
   p.a16_pairs = a16 == 1 ? 1 : 0;
   // The shared memory src/programs/quant_lora.cpp launches it with (the x ring and table alone without d).
-  const int64_t smem = svdq::programs::quant_lora_smem(build, l2t != nullptr);
+  const int64_t smem = svdq::programs::quant_lora_smem(build, pl, l2t != nullptr, sm_count);
   // The decode form with the copy publishes it by a flag per quantizing CTA (poisoned here) and zeroes the count after.
   const int64_t nflags = svdq::programs::quant_lora_copy_flags(pl);
   std::vector<unsigned long long> copy_flags(static_cast<size_t>(nflags + 1), 0x5555);
@@ -92,7 +92,11 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
       EXPECT_EQ(copy_flags[static_cast<size_t>(nflags)], 0u) << "the readers' count";
     }
   } else {
-    EXPECT_EQ(smem, l2t ? QuantLoraConfig<kStages>::kSmem : QuantLoraConfig<kStages>::kSmemQuantize);
+    if (l2t) {  // (a grid of more than four CTAs per SM takes 60 KiB: three per SM)
+      EXPECT_EQ(smem, pl.grid > 4 * sm_count ? 60 * 1024 : QuantLoraConfig<kStages>::kSmem);
+    } else {
+      EXPECT_EQ(smem, QuantLoraConfig<kStages>::kSmemQuantize);
+    }
     svdq_emu::launch(static_cast<unsigned>(pl.grid), QuantLoraConfig<kStages>::kThreads, static_cast<int>(smem),
                      [&] { svdq_k::smxx_quant_lora<kStages>(p); });
   }
