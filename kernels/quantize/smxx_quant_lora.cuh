@@ -32,8 +32,7 @@ struct QuantLoraConfig {
   // ring and each lane's group and d sums.
   static constexpr int kXStage = kThreads * 64 + (kThreads / 32) * 128;  // x, then each warp's pqs copy
   static constexpr int kTableAt = STAGES * kXStage, kTableBytes = 128 * 4;  // gs / scale for every E4M3 code
-  static constexpr int kL2tRow = kRankTile * 2;          // 64 bytes, 16-byte chunks swizzled (l2t_slot_at)
-  static constexpr int kStage = 64 * kL2tRow;             // one K tile of l2t (rows in the fragment order, below)
+  static constexpr int kStage = 64 * kRankTile * 2;       // one K tile of l2t (rows in the fragment order, l2t_slot_at)
   static constexpr int kL2tAt = kTableAt + kTableBytes;
   static constexpr int kSumAt = kL2tAt + STAGES * kStage, kSumBytes = kThreads * 2 * (kRankTile / 8) * 4 * 4;
   static constexpr int kSmemQuantize = kL2tAt;            // a launch without d
@@ -68,10 +67,11 @@ SVDQ_DEV float4 ld_cg_f4(const float* p) {  // 16 bytes through L2 only (partial
 // 8 (2s + h) + 2t' + p (k = 16t' + 4s + 2h + p): each 8x8 matrix of B an ldmatrix.trans reads is 8 consecutive rows.
 SVDQ_HD int l2t_slot_row(int k) { return ((((k >> 2) & 3) << 1 | ((k >> 1) & 1)) << 3) + ((k >> 4) << 1) + (k & 1); }
 
-// The byte offset of 16-byte chunk c (0..3) of slot row r in the 64-row pass's l2t slot: 64-byte rows, the chunk
-// XORed with bits 1-2 of the row, so the 8 consecutive rows an ldmatrix matrix reads fall on distinct bank groups
-// (two rows share a 128-byte line; without the XOR rows r and r + 2 would collide).
-SVDQ_HD u32 l2t_slot_at(int r, int c) { return static_cast<u32>(r * 64 + ((c ^ ((r >> 1) & 3)) << 4)); }
+// The byte offset of 16-byte chunk c (0..3: columns 8c..8c+7) of slot row r in the 64-row pass's l2t slot: the
+// columns in two halves of 2 KB (n8 tiles 0-1, 2-3), 32-byte rows in each, the chunk XORed with bit 2 of the row, so
+// the 8 consecutive rows an ldmatrix matrix reads fall on distinct bank groups; a half, a k16 step (16 rows) and a
+// step's half (8 rows) are each a fixed offset from one per-lane base.
+SVDQ_HD u32 l2t_slot_at(int r, int c) { return static_cast<u32>((c >> 1) * 2048 + r * 32 + (((c & 1) ^ ((r >> 2) & 1)) << 4)); }
 
 // A lane's quantization outputs: its block t (elements 16t..16t+15 of a K tile) of rows mA and mB = mA + 8 (in the
 // swizzled scales 8 rows of the same 32-row block: mA % 32 < 24), as codes, scale bytes and, where the routed GEMM
@@ -188,11 +188,12 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   // Block order: splits fastest, then rank tiles, then row tiles; a split's last CTA (the one that adds the
   // partial sums) has the highest index of its rows, so the CTAs it waits for were scheduled before it.
-  const i64 bid = blockIdx.x;
-  const int split = static_cast<int>(bid % p.splits);
-  const i64 unit = bid / p.splits;
-  const int rk = static_cast<int>(unit % p.rank_tiles);
-  const i64 rt = unit / p.rank_tiles;
+  // (32-bit: the grid is below 2^31 CTAs, src/programs/quant_lora.cpp)
+  const u32 bid = blockIdx.x;
+  const int split = static_cast<int>(bid % static_cast<u32>(p.splits));
+  const u32 unit32 = bid / static_cast<u32>(p.splits);
+  const int rk = static_cast<int>(unit32 % static_cast<u32>(p.rank_tiles));
+  const i64 unit = unit32, rt = unit32 / static_cast<u32>(p.rank_tiles);
   const i64 m0 = rt * C::kRows;
   const int ktiles = static_cast<int>((p.k + 63) / 64);
   const int c0 = split * p.chunks_per_split;
@@ -308,10 +309,10 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       acc[i][e] = 0.0f;
       if (lora) gacc[(i * 4 + e) * C::kThreads] = tot[(i * 4 + e) * C::kThreads] = 0.0f;
     }
-  // ldmatrix.x4.trans: lane L gives row L % 8 of matrix L / 8 = (k16 step's half h = (L / 8) & 1, n8 tile L / 16),
-  // chunk 2 np + L / 16 for n8 tile pair np (a k16 step s adds 16 rows, which keeps the swizzle's row bits).
-  const int b_row = ((lane >> 3) & 1) * 8 + (lane & 7);
-  const u32 b_off[2] = {l2t_slot_at(b_row, lane >> 4), l2t_slot_at(b_row, 2 + (lane >> 4))};
+  // ldmatrix.x4.trans per k16 step s and n8 tile pair np: lane L gives row L % 8 of matrix L / 8 = (the step's half
+  // h = (L / 8) & 1, n8 tile 2 np + L / 16): row 8 h + L % 8 of the step, chunk 2 np + L / 16, at one per-lane base
+  // + np * 2048 + s * 512 (l2t_slot_at).
+  const u32 b_base = l2t_slot_at(((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4);
   const i64 m_pad = p.row_tiles * C::kRows;
   const int gch = p.group_chunks;
   // Split launches store partial sums per chunk (fine: a CTA's range lies inside one group) or per group: slots of
@@ -371,7 +372,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
         for (int np = 0; np < kNt / 2; ++np) {
           if (np >= pairs) break;
           u32 b0, b1, b2, b3;
-          ldmatrix_x4_trans(st + b_off[np] + s * 16 * C::kL2tRow, b0, b1, b2, b3);
+          ldmatrix_x4_trans(st + b_base + np * 2048 + s * 512, b0, b1, b2, b3);
           mma_bf16_16816(acc[2 * np], a, b0, b1);
           mma_bf16_16816(acc[2 * np + 1], a, b2, b3);
         }
