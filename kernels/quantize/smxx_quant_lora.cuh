@@ -457,14 +457,47 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   if (tid < split) consume_flag(flags + tid, p.epoch);  // a flag per thread (splits <= 32 chunks): the waits overlap
   __syncthreads();
   SVDQ_TRACE(4, 0);
-  // One element of four columns per thread and step.
   const int slots = fine ? p.chunks : (p.chunks + gch - 1) / gch;
   const int elems = C::kRows * rcols / 4;
+  const i64 cstep = m_pad * p.rank;
+  if (slots <= 8) {
+    // Two elements of four columns per thread and step, every slot of both loaded before the additions (one L2
+    // round trip per step; the whole tile in two steps at 32 columns).
+    for (int e0 = tid; e0 < elems; e0 += 2 * C::kThreads) {
+      float4 v[2][8];
+      i64 at[2];
+      bool ok[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int e = e0 + h * C::kThreads, row = e / (rcols / 4);
+        ok[h] = e < elems && m0 + row < p.m;
+        at[h] = (m0 + row) * p.rank + r0 + 4 * (e - row * (rcols / 4));  // slot 0's sums; d's offset is the same
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          v[h][j] = j < slots && ok[h] ? ld_cg_f4(p.part + at[h] + j * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (!ok[h]) continue;
+        OrderedSum sum(fine, gch);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          if (j < slots) sum.add(v[h][j], j + 1 == slots);
+        *reinterpret_cast<uint2*>(p.d + at[h]) =
+            make_uint2(bf16x2_of(sum.sum.x, sum.sum.y), bf16x2_of(sum.sum.z, sum.sum.w));
+      }
+    }
+    SVDQ_TRACE(5, 0);
+    return;
+  }
+  // One element of four columns per thread and step.
   for (int e = tid; e < elems; e += C::kThreads) {
     const int row = e / (rcols / 4), col = 4 * (e - row * (rcols / 4));
     if (m0 + row >= p.m) continue;
     const i64 at = (m0 + row) * p.rank + r0 + col;  // slot 0's partial sums of the element; d's offset is the same
-    const float4 sum = sum_partials(p.part + at, m_pad * p.rank, slots, fine, gch);
+    const float4 sum = sum_partials(p.part + at, cstep, slots, fine, gch);
     *reinterpret_cast<uint2*>(p.d + at) = make_uint2(bf16x2_of(sum.x, sum.y), bf16x2_of(sum.z, sum.w));
   }
   SVDQ_TRACE(5, 0);
