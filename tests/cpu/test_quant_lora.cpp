@@ -11,6 +11,7 @@
 #include "common/env.hpp"
 #include "common/smxx_nvfp4_codec.cuh"
 #include "programs/quant_lora.hpp"
+#include "registry/registry.hpp"
 #include "router/router.hpp"
 
 namespace {
@@ -159,6 +160,26 @@ TEST(QuantLoraPlan, SplitsOnlyWhereTheTilesLeaveSmsIdle) {
   p = svdq::programs::plan_quant_lora(12800, 12288, 128, 132);
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.part_bytes, 0);
+}
+
+// The shared memory a 64-row launch asks for sets its CTAs per SM: the kernel's own (four fit sm_90's 228 KB with
+// 1 KB reserved each) while the grid fits four per SM, 60 KiB (three) beyond; without d the ring and table alone.
+TEST(QuantLoraPlan, LaunchSharedMemorySetsCtasPerSm) {
+  const auto& b = svdq::registry::build_by_id("smxx_quant_lora_s3");
+  const int64_t kernel = svdq::registry::quant_lora_kernel_smem(b.stages);
+  EXPECT_LE(4 * (kernel + 1024), 228 * 1024);
+  EXPECT_GT(4 * (b.smem_bytes + 1024), 228 * 1024);
+  EXPECT_LE(3 * (b.smem_bytes + 1024), 228 * 1024);
+  auto p = svdq::programs::plan_quant_lora(4096, 3072, 32, 132);  // 512 CTAs: four per SM hold them
+  EXPECT_EQ(p.grid, 512);
+  EXPECT_EQ(svdq::programs::quant_lora_smem(b, p, true, 132), kernel);
+  p = svdq::programs::plan_quant_lora(4608, 3072, 32, 132);  // 576 CTAs: three per SM
+  EXPECT_EQ(p.grid, 576);
+  EXPECT_EQ(svdq::programs::quant_lora_smem(b, p, true, 132), b.smem_bytes);
+  EXPECT_LT(svdq::programs::quant_lora_smem(b, svdq::programs::plan_quant_lora(4608, 3072, 0, 132), false, 132), kernel);
+  const auto& m16 = svdq::registry::build_by_id("smxx_quant_lora_m16_s8");
+  EXPECT_EQ(svdq::programs::quant_lora_smem(m16, svdq::programs::plan_quant_lora_m16(16, 4096, 32), true, 132),
+            m16.smem_bytes);
 }
 
 TEST(QuantLoraPlan, DecodeFormTakesOneChunkPerCtaWithTheSameChunksAndGroups) {
