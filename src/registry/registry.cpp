@@ -330,9 +330,13 @@ std::string Build::description() const {
     case Program::QuantLora:
       os << "one pass over x: NVFP4 quantize(_smooth) and d = x @ l2t (mma.sync), " << bm << " rows x " << bn
          << " rank columns per CTA, ";
-      if (bm == 16) os << "one chunk of K per CTA with up to " << stages << " K tiles' copies in flight (decode M, with d), ";
-      else os << stages << "-slot cp.async ring, ";
-      os << smem_bytes / 1024 << " KiB smem, sm_" << min_cc << "+";
+      if (bm == 16) {
+        os << "one chunk of K per CTA with up to " << stages << " K tiles' copies in flight (decode M, with d), "
+           << smem_bytes / 1024 << " KiB smem, sm_" << min_cc << "+";
+      } else {
+        os << stages << "-slot cp.async ring, " << quant_lora_kernel_smem(stages) / 1024 << " KiB smem (four CTAs per SM; "
+           << smem_bytes / 1024 << " KiB, three, for grids beyond four per SM), sm_" << min_cc << "+";
+      }
       break;
     case Program::Sm90Ws:
       os << "sm_90a warp-specialized wgmma GEMM, tile " << bm << "x" << bn << "x64, TMA + mbarrier ring of " << stages
