@@ -1,12 +1,14 @@
 // Timeline of the 64-row one pass (kernels/quantize/smxx_quant_lora.cuh, unchanged; STAGES = 3 as the registry's
-// build, and 4 / 6 for comparison: more K tiles in flight per CTA, fewer CTAs per SM) at the M >= 512 rows of the layer table and the FLUX workload, rank 32, smoothed, swizzled scales, no FP16
-// copy (the routed GEMMs there read A as codes): every CTA's SVDQ_TRACE events and SM on the global timer, summed
+// build, and 4 / 6 for comparison: more K tiles in flight per CTA, fewer CTAs per SM) at the M >= 512 rows of the
+// layer table and the FLUX workload, rank 32, smoothed, swizzled scales, no FP16 copy (the routed GEMMs there read A
+// as codes): every CTA's SVDQ_TRACE events and SM on the global timer, summed
 // up as when the CTAs start (waves), how long a CTA's K loop takes per K tile, how long the split's last CTAs wait and
 // add, and the span on CUDA events (cold L2, a busy kernel before it so the host's launch latency does not set the
 // start). Arguments: M K [splits [stages]] (splits: the plan's override as SVDQ_PASS_SPLITS, 0 = the plan's own;
 // stages 3, 4 or 6); none: the default rows at 3 stages, then at 4 and 6.
 //
-// The plan is src/programs/quant_lora.cpp's plan_quant_lora, written out here (the micro links no library).
+// The plan is src/programs/quant_lora.cpp's plan_quant_lora, written out here (the micro links no library); the launch
+// always takes the kernel's shared memory (four CTAs per SM), also where svdquant_linear's launch asks for three.
 //
 // Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels bench/micro/pass_rows_trace.cu -o t
 #include <algorithm>
@@ -33,7 +35,7 @@ __device__ __forceinline__ void trace_point(int point, int it) {
 }
 #define SVDQ_TRACE(point, it) trace_point(point, it)
 #include "quantize/smxx_quant_lora.cuh"
-#include "micro_util.hpp"
+#include "pass_micro.hpp"
 
 using namespace svdq_k;
 
@@ -97,44 +99,13 @@ static void run(long long M, long long K, int forced) {
     std::printf("M %lld K %lld: grid %d > %d traced CTAs, skipped\n", M, K, pl.grid, kMaxCtas);
     return;
   }
-  void *x, *pqs, *gs, *xq, *sf, *l2t, *d, *part, *flags;
-  const long long sf_rows = (M + 127) / 128 * 128, sf_cols = (K / 16 + 3) / 4 * 4;
-  check(cudaMalloc(&x, M * K * 2), "malloc");
-  check(cudaMalloc(&pqs, K * 2), "malloc");
-  check(cudaMalloc(&gs, 4), "malloc");
-  check(cudaMalloc(&xq, M * K / 2), "malloc");
-  check(cudaMalloc(&sf, sf_rows * sf_cols), "malloc");
-  check(cudaMalloc(&l2t, K * R * 2), "malloc");
-  check(cudaMalloc(&d, M * R * 2), "malloc");
-  check(cudaMalloc(&part, (size_t)pl.slots * pl.row_tiles * 64 * R * 4 + 256), "malloc");
-  check(cudaMalloc(&flags, (size_t)pl.grid * 8), "malloc");
-  cudaMemset(x, 0x3F, M * K * 2);
-  cudaMemset(pqs, 0x3F, K * 2);
-  const float g = 100.0f;
-  cudaMemcpy(gs, &g, 4, cudaMemcpyHostToDevice);
-  cudaMemset(l2t, 0x3C, K * R * 2);
-  cudaMemset(flags, 0, (size_t)pl.grid * 8);
+  PassBuffers buf(M, K, R, (size_t)pl.slots * pl.row_tiles * 64 * R * 4 + 256, (size_t)pl.grid, false);
+  QuantLoraParams& p = buf.p;
+  const long long sf_rows = p.sf_rows, sf_cols = p.sf_cols;
   void* flush;
   const size_t flush_bytes = 256ull << 20;
   check(cudaMalloc(&flush, flush_bytes), "malloc");
-  QuantLoraParams p{};
-  p.x = (const u16*)x;
-  p.pqs = (const u16*)pqs;
-  p.global_scale = (const float*)gs;
-  p.xq = (u8*)xq;
-  p.sf = (u8*)sf;
-  p.l2t = (const u16*)l2t;
-  p.d = (u16*)d;
-  p.part = (float*)part;
-  p.flags = (u64*)flags;
-  p.m = M;
-  p.k = K;
-  p.sf_rows = sf_rows;
-  p.sf_cols = sf_cols;
   p.row_tiles = pl.row_tiles;
-  p.swizzled = 1;
-  p.rank = R;
-  p.rank_tiles = 1;
   p.splits = pl.splits;
   p.chunk_tiles = pl.chunk_tiles;
   p.chunks = pl.chunks;
@@ -212,8 +183,7 @@ static void run(long long M, long long K, int forced) {
   const double first_end = pct(end_loop, 0);
   const size_t first_wave = std::upper_bound(s_sorted.begin(), s_sorted.end(), first_end) - s_sorted.begin();
   std::printf("  CTAs started before the first K loop ended: %zu of %d\n", first_wave, pl.grid);
-  cudaFree(x), cudaFree(pqs), cudaFree(gs), cudaFree(xq), cudaFree(sf), cudaFree(l2t), cudaFree(d);
-  cudaFree(part), cudaFree(flags), cudaFree(flush);
+  cudaFree(flush);
 }
 
 int main(int argc, char** argv) {

@@ -26,7 +26,7 @@ __device__ __forceinline__ void trace_point(int point, int it) {
 }
 #define SVDQ_TRACE(point, it) trace_point(point, it)
 #include "quantize/smxx_quant_lora.cuh"
-#include "micro_util.hpp"
+#include "pass_micro.hpp"
 
 using namespace svdq_k;
 using C = QuantLoraConfig<3>;
@@ -43,51 +43,17 @@ static void run(long long M, long long K, int R) {
   // groups; 528 CTAs wanted, more than the groups: one chunk per split.
   const int ktiles = (int)((K + 63) / 64), chunk_tiles = (ktiles + 31) / 32, chunks = (ktiles + chunk_tiles - 1) / chunk_tiles;
   const int group_chunks = (chunks + 7) / 8, splits = chunks;
-  void *x, *pqs, *gs, *xq, *sf, *l2t, *d, *part, *flags, *a16;
-  const long long sf_cols = (K / 16 + 3) / 4 * 4;
-  check(cudaMalloc(&x, M * K * 2), "malloc");
-  check(cudaMalloc(&pqs, K * 2), "malloc");
-  check(cudaMalloc(&gs, 4), "malloc");
-  check(cudaMalloc(&xq, M * K / 2), "malloc");
-  check(cudaMalloc(&sf, 128 * sf_cols), "malloc");
-  check(cudaMalloc(&l2t, K * R * 2), "malloc");
-  check(cudaMalloc(&d, M * R * 2), "malloc");
-  check(cudaMalloc(&part, (size_t)chunks * 64 * R * 4), "malloc");
-  check(cudaMalloc(&flags, splits * 8), "malloc");
-  check(cudaMalloc(&a16, M * K * 2), "malloc");
-  cudaMemset(x, 0x3F, M * K * 2);
-  cudaMemset(pqs, 0x3F, K * 2);
-  const float g = 100.0f;
-  cudaMemcpy(gs, &g, 4, cudaMemcpyHostToDevice);
-  cudaMemset(l2t, 0x3C, K * R * 2);
-  cudaMemset(flags, 0, splits * 8);
+  PassBuffers buf(M, K, R, (size_t)chunks * 64 * R * 4, (size_t)splits, true);
+  QuantLoraParams& p = buf.p;
   void* flush;
   const size_t flush_bytes = 256ull << 20;
   check(cudaMalloc(&flush, flush_bytes), "malloc");
-  QuantLoraParams p{};
-  p.x = (const u16*)x;
-  p.pqs = (const u16*)pqs;
-  p.global_scale = (const float*)gs;
-  p.xq = (u8*)xq;
-  p.sf = (u8*)sf;
-  p.l2t = (const u16*)l2t;
-  p.d = (u16*)d;
-  p.part = (float*)part;
-  p.flags = (u64*)flags;
-  p.m = M;
-  p.k = K;
-  p.sf_rows = 128;
-  p.sf_cols = sf_cols;
   p.row_tiles = 1;
-  p.swizzled = 1;
-  p.rank = R;
-  p.rank_tiles = 1;
   p.splits = splits;
   p.chunk_tiles = chunk_tiles;
   p.chunks = chunks;
   p.group_chunks = group_chunks;
   p.chunks_per_split = 1;
-  p.a16 = (u16*)a16;
   check(cudaFuncSetAttribute(pass, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem), "smem");
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
@@ -132,8 +98,7 @@ static void run(long long M, long long K, int R) {
   }
   std::printf("  latest CTA start %lld ns; split sums published %lld..%lld ns\n", (long long)(last_start - t0),
               (long long)(first_pub - t0), (long long)(last_pub - t0));
-  cudaFree(x), cudaFree(pqs), cudaFree(gs), cudaFree(xq), cudaFree(sf), cudaFree(l2t), cudaFree(d);
-  cudaFree(part), cudaFree(flags), cudaFree(a16), cudaFree(flush);
+  cudaFree(flush);
 }
 
 int main() {

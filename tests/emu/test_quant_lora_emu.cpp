@@ -93,7 +93,7 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
     }
   } else {
     if (l2t) {  // (a grid of more than four CTAs per SM takes 60 KiB: three per SM)
-      EXPECT_EQ(smem, pl.grid > 4 * sm_count ? 60 * 1024 : QuantLoraConfig<kStages>::kSmem);
+      EXPECT_EQ(smem, pl.grid > 4 * sm_count ? build.smem_bytes : QuantLoraConfig<kStages>::kSmem);
     } else {
       EXPECT_EQ(smem, QuantLoraConfig<kStages>::kSmemQuantize);
     }
