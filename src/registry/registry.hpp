@@ -105,8 +105,6 @@ const Build& dequant_fp16_for(const Build& gemm);
 int64_t fp16_copy_bytes(int64_t rows, int64_t k);
 // The shared memory of the 64-row pass's kernel (smxx_quant_lora_s<stages>; QuantLoraConfig::kSmem).
 int64_t quant_lora_kernel_smem(int stages);
-// The shared memory of that pass compiled for quantization alone (smxx_quantize_s<stages>; kSmemQuantize).
-int64_t quantize_kernel_smem(int stages);
 // The persistent sm90_svdq_ws builds' tile order (kernels/sm90/ws/cta.cuh, set_tile): the column tile of tile
 // t of a tiles_m x tiles_n grid of output tiles in raster groups of `raster` row tiles (0: row-major).
 int ws_tile_col(int t, int tiles_m, int tiles_n, int raster);
