@@ -112,7 +112,7 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
 }
 int64_t quant_lora_smem(const registry::Build& build, const QuantLoraPlan& plan, bool with_d, int sm_count) {
   if (build.bm == kQuantLoraM16Rows) return build.smem_bytes;
-  if (!with_d) return int64_t(build.stages) * (128 * 64 + 4 * 128) + 128 * 4;
+  if (!with_d) return registry::quant_lora_ring_smem(build.stages);
   return plan.grid > 4 * int64_t(sm_count) ? build.smem_bytes : registry::quant_lora_kernel_smem(build.stages);
 }
 

@@ -466,9 +466,11 @@ IdleSplit idle_split(int tiles_m, int tiles_n, int raster, int grid) {
   return {cvt, tiles_n - cols};
 }
 
-// Mirrors QuantLoraConfig::kSmem in kernels/quantize/smxx_quant_lora.cuh (the rendered unit static_asserts it).
+// Mirror QuantLoraConfig::kSmemQuantize and kSmem in kernels/quantize/smxx_quant_lora.cuh (the rendered unit
+// static_asserts the latter): the x ring and scale table, then the l2t ring and the lanes' sums.
+int64_t quant_lora_ring_smem(int stages) { return int64_t(stages) * (128 * 64 + 4 * 128) + 128 * 4; }
 int64_t quant_lora_kernel_smem(int stages) {
-  return int64_t(stages) * (128 * 64 + 4 * 128 + 64 * 64) + 128 * 4 + 128 * 2 * 16 * 4;
+  return quant_lora_ring_smem(stages) + int64_t(stages) * 64 * 64 + 128 * 2 * 16 * 4;
 }
 
 int64_t fp16_copy_bytes(int64_t rows, int64_t k) {
