@@ -105,14 +105,16 @@ struct PassBlockOut {
     pairs = p.a16_pairs != 0;
     blk_end = 16 * t < p.k ? static_cast<int>((p.k - 16 * t + 63) >> 6) : 0;
   }
-  // One block's outputs for K tile kt (the scale wherever the layout has a byte; codes and copy inside K and M).
+  // One block's outputs for K tile kt (the scale wherever the layout has a byte; codes and copy inside K and M);
+  // COPY = false: a kernel that never writes the FP16 copy (quantization alone).
+  template <bool COPY = true>
   SVDQ_DEV void store(const Block16& b, int kt, bool row_b) const {
     const i64 skt = static_cast<i64>(kt);
     const bool in = kt < blk_end, ok = row_b ? b_ok : a_ok;
     if ((row_b ? sf_b_ok : sf_a_ok) && (swizzled || in)) sf_a[(row_b ? sf_b_off : 0) + skt * sf_step] = static_cast<u8>(b.scale);
     if (!in || !ok) return;
     *reinterpret_cast<uint2*>(xq_a + (row_b ? xq_b_off : 0) + skt * 32) = make_uint2(b.codes[0], b.codes[1]);
-    if (!h_on) return;
+    if (!COPY || !h_on) return;
     u16* const h = h_a + (row_b ? h_b_off : 0);
     const u32 sc2 = half2_lo_lo(scale2_half2_x128(b.scale));
     u32 lo[4], hi[4];
@@ -181,7 +183,9 @@ SVDQ_DEV float4 sum_partials(const float* at, i64 cstep, int slots, bool fine, i
 
 SVDQ_DEV u32 bf16x2_of(float lo, float hi) { return bf16_from_float(lo) | (bf16_from_float(hi) << 16); }
 
-template <int STAGES>
+// LORA = false: quantization alone (smxx_quantize_s3): no d and no FP16 copy compiled in, so the kernel fits the
+// registers of six CTAs per SM.
+template <int STAGES, bool LORA = true>
 SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   using C = QuantLoraConfig<STAGES>;
   SVDQ_DYNAMIC_SMEM(smem);
@@ -201,7 +205,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const int kt0 = c0 * p.chunk_tiles;
   const int kt1 = c1 * p.chunk_tiles < ktiles ? c1 * p.chunk_tiles : ktiles;
   const bool quant = p.xq != nullptr && rk == 0;
-  const bool lora = p.l2t != nullptr;
+  const bool lora = LORA && p.l2t != nullptr;
   const int r0 = rk * C::kRankTile;
   const int rcols = lora ? (p.rank - r0 < C::kRankTile ? p.rank - r0 : C::kRankTile) : 0;  // 16 or 32
   const u32 sbase = smem_addr(smem);
@@ -255,7 +259,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const u32 x_c0 = ((2 * t) ^ (g & 7)) << 4, x_c1 = ((2 * t + 1) ^ (g & 7)) << 4;
 
   // The l2t ring (lora): K tile lkt into slot lslot, rows in l2t_slot_row order, up to two 16-byte chunks per thread.
-  const int per_row = rcols / 8, l_n = lora ? (64 * per_row - tid + C::kThreads - 1) / C::kThreads : 0;
+  const int per_row = lora ? rcols / 8 : 1, l_n = lora ? (64 * per_row - tid + C::kThreads - 1) / C::kThreads : 0;
   int l_end[2] = {0, 0};
   u32 l_dst[2] = {0, 0};
   const u16* l_at[2] = {p.x, p.x};
@@ -345,6 +349,25 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     }
     cp_async_commit();
     const unsigned char* xs = smem + slot * C::kXStage + x_rd;
+    if constexpr (!LORA) {
+      // Quantization alone: one block at a time (fewer registers live).
+      uint4 q0 = make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u), q1 = q0;  // BF16 ones
+      if (smoothed) {
+        q0 = *reinterpret_cast<const uint4*>(smem + slot * C::kXStage + pq_slot + 32 * t);
+        q1 = *reinterpret_cast<const uint4*>(smem + slot * C::kXStage + pq_slot + 32 * t + 16);
+      }
+      const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll 1
+      for (int h = 0; h < 2; ++h) {
+        const uint4 w0 = *reinterpret_cast<const uint4*>(xs + h * 1024 + x_c0);
+        const uint4 w1 = *reinterpret_cast<const uint4*>(xs + h * 1024 + x_c1);
+        const u32 w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        out.store<false>(quantize_block16(w, pw, smoothed, gs, inv_scale), kt, h != 0);
+      }
+      if (pad_rows) zero_pad_scales(p, (rt + 1) * C::kRows, kt, tid, C::kThreads);
+      slot = slot + 1 == STAGES ? 0 : slot + 1;
+      continue;
+    }
     const uint4 xw[4] = {*reinterpret_cast<const uint4*>(xs + x_c0), *reinterpret_cast<const uint4*>(xs + x_c1),
                          *reinterpret_cast<const uint4*>(xs + 1024 + x_c0),
                          *reinterpret_cast<const uint4*>(xs + 1024 + x_c1)};
@@ -357,8 +380,8 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       const u32 wa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
       const u32 wb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
       const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-      out.store(quantize_block16(wa, pw, smoothed, gs, inv_scale), kt, false);
-      out.store(quantize_block16(wb, pw, smoothed, gs, inv_scale), kt, true);
+      out.store<LORA>(quantize_block16(wa, pw, smoothed, gs, inv_scale), kt, false);
+      out.store<LORA>(quantize_block16(wb, pw, smoothed, gs, inv_scale), kt, true);
       if (pad_rows) zero_pad_scales(p, (rt + 1) * C::kRows, kt, tid, C::kThreads);
     }
     if (lora) {

@@ -50,7 +50,9 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
         const std::vector<uint16_t>* l2t, int64_t r, bool swizzled, bool quantize, int sm_count, int a16 = -1,
         bool m16 = false) {
   Out o;
-  const svdq::registry::Build& build = svdq::registry::build_by_id(m16 ? "smxx_quant_lora_m16_s8" : "smxx_quant_lora_s3");
+  // (as router::select_quant_lora: quantization alone by its own build)
+  const svdq::registry::Build& build =
+      svdq::registry::build_by_id(m16 ? "smxx_quant_lora_m16_s8" : l2t ? "smxx_quant_lora_s3" : "smxx_quantize_s3");
   o.plan = svdq::programs::plan_for(build, m, k, l2t ? r : 0, sm_count);
   const auto& pl = o.plan;
   const svdq::ScaleLayout layout = swizzled ? svdq::ScaleLayout::Swizzled128x4 : svdq::ScaleLayout::Linear;
@@ -97,8 +99,12 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
     } else {
       EXPECT_EQ(smem, QuantLoraConfig<kStages>::kSmemQuantize);
     }
-    svdq_emu::launch(static_cast<unsigned>(pl.grid), QuantLoraConfig<kStages>::kThreads, static_cast<int>(smem),
-                     [&] { svdq_k::smxx_quant_lora<kStages>(p); });
+    svdq_emu::launch(static_cast<unsigned>(pl.grid), QuantLoraConfig<kStages>::kThreads, static_cast<int>(smem), [&] {
+      if (l2t)
+        svdq_k::smxx_quant_lora<kStages>(p);
+      else
+        svdq_k::smxx_quant_lora<kStages, false>(p);  // smxx_quantize_s3
+    });
   }
   expect_flags_consumed(flags, l2t && p.splits > 1 ? pl.grid / p.splits : 0, p.splits);
   return o;
@@ -194,7 +200,7 @@ TEST_P(QuantLoraEmu, CodesScalesAndDMatchTheReferences) {
   }
 }
 
-TEST_P(QuantLoraEmu, QuantizationAloneWithoutSmoothing) {
+TEST_P(QuantLoraEmu, QuantizationAloneWithAndWithoutSmoothing) {
   const Case c = GetParam();
   std::mt19937_64 g(static_cast<uint64_t>(c.m * 17 + c.k));
   const std::vector<uint16_t> x = random_x(g, c.m * c.k, true);
@@ -205,6 +211,17 @@ TEST_P(QuantLoraEmu, QuantizationAloneWithoutSmoothing) {
       EXPECT_TRUE(o.xq == want.q) << "gs " << gs << " SMs " << sm;
       EXPECT_TRUE(o.sf == want.sf) << "gs " << gs << " SMs " << sm;
     }
+  }
+  // Smoothed, both layouts (the quantization-alone build, as nvfp4_quantize_smooth runs it).
+  std::vector<uint16_t> pqs(static_cast<size_t>(c.k));
+  std::uniform_real_distribution<float> ud(0.5f, 2.0f);
+  for (auto& v : pqs) v = bits_bf16(ud(g));
+  for (bool swizzled : {true, false}) {
+    const svdq::ScaleLayout layout = swizzled ? svdq::ScaleLayout::Swizzled128x4 : svdq::ScaleLayout::Linear;
+    const Out o = run(x, &pqs, 37.5f, c.m, c.k, nullptr, 0, swizzled, true, 132);
+    const fmt::Quantized want = fmt::quantize_smooth_reference(x.data(), pqs.data(), c.m, c.k, 37.5f, layout);
+    EXPECT_TRUE(o.xq == want.q) << (swizzled ? "swizzled" : "linear");
+    EXPECT_TRUE(o.sf == want.sf) << (swizzled ? "swizzled" : "linear");
   }
 }
 
