@@ -73,6 +73,11 @@ SVDQ_HD int l2t_slot_row(int k) { return ((((k >> 2) & 3) << 1 | ((k >> 1) & 1))
 // step's half (8 rows) are each a fixed offset from one per-lane base.
 SVDQ_HD u32 l2t_slot_at(int r, int c) { return static_cast<u32>((c >> 1) * 2048 + r * 32 + (((c & 1) ^ ((r >> 2) & 1)) << 4)); }
 
+// Lane L's ldmatrix.x4.trans address in a k16 step's rank tile of the l2t slot (the step and tile: + s * 512 +
+// np * 2048): row L % 8 of matrix L / 8, the A fragments of l2t^T in order (a0: the step's K rows 0-7 and ranks
+// 0-7, a1: ranks 8-15, a2 and a3: K rows 8-15), so slot row 8 (L / 16) + L % 8, chunk (L / 8) % 2.
+SVDQ_HD u32 l2t_lane_base(int lane) { return l2t_slot_at(((lane >> 4) & 1) * 8 + (lane & 7), (lane >> 3) & 1); }
+
 // A lane's quantization outputs: its block t (elements 16t..16t+15 of a K tile) of rows mA and mB = mA + 8 (in the
 // swizzled scales 8 rows of the same 32-row block: mA % 32 < 24), as codes, scale bytes and, where the routed GEMM
 // reads the activations as FP16, that copy (smxx_dequant_fp16's bytes). A K tile adds 32 code bytes, 4 scale bytes
@@ -179,6 +184,22 @@ SVDQ_DEV float4 sum_partials(const float* at, i64 cstep, int slots, bool fine, i
     }
   }
   return s.sum;
+}
+
+// One K tile of d's chain in a warp (smxx_quant_lora below): per k16 step s, per 16-rank tile np < TILES, the A
+// fragments of l2t^T by one ldmatrix.x4.trans at `at` + np * 2048 + s * 512 and the lane's x words 2s, 2s + 1 of
+// rows g (xa) and g + 8 (xb) as the B fragments of the two n8 row tiles.
+template <int TILES>
+SVDQ_DEV void d_chain_tile(float (*acc)[4], u32 at, const u32* xa, const u32* xb) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+#pragma unroll
+    for (int np = 0; np < TILES; ++np) {
+      u32 a[4];
+      ldmatrix_x4_trans(at + np * 2048 + s * 512, a[0], a[1], a[2], a[3]);
+      mma_bf16_16816(acc[2 * np], a, xa[2 * s], xa[2 * s + 1]);
+      mma_bf16_16816(acc[2 * np + 1], a, xb[2 * s], xb[2 * s + 1]);
+    }
 }
 
 SVDQ_DEV u32 bf16x2_of(float lo, float hi) { return bf16_from_float(lo) | (bf16_from_float(hi) << 16); }
@@ -298,11 +319,14 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   // The last row tile also writes the zero words of the padding rows past it (rows up to 128 ceil(M / 128)).
   const bool pad_rows = quant && p.swizzled != 0 && rt + 1 == p.row_tiles && (rt + 1) * C::kRows < p.sf_rows;
 
-  // d: this warp's 16 rows x rcols, as n8 tiles in pairs (one ldmatrix.x4.trans per pair and k16 step). The chain of
-  // a chunk runs in `acc`; a group of chunks adds its chunks' sums in `gacc`, d adds the groups' sums in `tot` (both
-  // in shared memory, lane-major: touched once per chunk).
+  // d, transposed on the tensor cores: d^T = l2t^T x^T, l2t^T the A operand (16-rank m16 tiles np, one
+  // ldmatrix.x4.trans each per k16 step) and the warp's x rows the B operand (n8 tiles nt: rows g and g + 8 of the
+  // lanes), whose two words per k16 step are adjacent registers of the lane's 16-byte x reads (no copies into
+  // fragments). acc[2 np + nt]: e = 0, 1: rank 16 np + g, rows 8 nt + 2t, + 1; e = 2, 3: rank + 8, the same rows.
+  // The chain of a chunk runs in `acc`; a group of chunks adds its chunks' sums in `gacc`, d adds the groups' sums in
+  // `tot` (both in shared memory, lane-major: touched once per chunk).
   constexpr int kNt = C::kRankTile / 8;
-  const int pairs = rcols / 16;
+  const int pairs = rcols / 16;  // m16 rank tiles
   float acc[kNt][4];
   float* const gacc = reinterpret_cast<float*>(smem + C::kSumAt) + tid;  // [kNt * 4][kThreads] from here
   float* const tot = gacc + kNt * 4 * C::kThreads;
@@ -313,24 +337,27 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       acc[i][e] = 0.0f;
       if (lora) gacc[(i * 4 + e) * C::kThreads] = tot[(i * 4 + e) * C::kThreads] = 0.0f;
     }
-  // ldmatrix.x4.trans per k16 step s and n8 tile pair np: lane L gives row L % 8 of matrix L / 8 = (the step's half
-  // h = (L / 8) & 1, n8 tile 2 np + L / 16): row 8 h + L % 8 of the step, chunk 2 np + L / 16, at one per-lane base
-  // + np * 2048 + s * 512 (l2t_slot_at).
-  const u32 b_base = l2t_slot_at(((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4);
+  // ldmatrix.x4.trans per k16 step s and rank tile np at one per-lane base + np * 2048 + s * 512.
+  const u32 b_base = l2t_lane_base(lane);
   const i64 m_pad = p.row_tiles * C::kRows;
   const int gch = p.group_chunks;
   // Split launches store partial sums per chunk (fine: a CTA's range lies inside one group) or per group: slots of
   // m_pad x r floats, one per chunk or per group.
   const bool fine = p.splits > 1 && p.chunks_per_split < gch;
-  // v[i][e]: this lane's sum e of n8 tile i.
+  // The row and rank of this lane's sum e of tile i (above), relative to the warp's first row and the CTA's rank r0.
+  const auto sum_row = [&](int i, int e) { return 8 * (i & 1) + 2 * t + (e & 1); };
+  const auto sum_col = [&](int i, int e) { return 16 * (i >> 1) + g + 8 * (e >> 1); };
+  // v[i][e]: this lane's sum e of tile i.
   const auto store_partial = [&](int slot_chunk, const float (*v)[4]) {
-    const i64 m = m0 + warp * 16 + g;
+    const i64 w0 = m0 + warp * 16;
 #pragma unroll
     for (int i = 0; i < kNt; ++i) {
       if (i / 2 >= pairs) break;
-      float* dst = p.part + (slot_chunk * m_pad + m) * p.rank + r0 + i * 8 + 2 * t;
-      if (a_ok) *reinterpret_cast<float2*>(dst) = make_float2(v[i][0], v[i][1]);
-      if (b_ok) *reinterpret_cast<float2*>(dst + 8 * p.rank) = make_float2(v[i][2], v[i][3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const i64 m = w0 + sum_row(i, e);
+        if (m < p.m) p.part[(slot_chunk * m_pad + m) * p.rank + r0 + sum_col(i, e)] = v[i][e];
+      }
     }
   };
 
@@ -388,18 +415,10 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       const u32 st = sbase + C::kL2tAt + slot * C::kStage;
       const u32 xwa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
       const u32 xwb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const u32 a[4] = {xwa[2 * s], xwb[2 * s], xwa[2 * s + 1], xwb[2 * s + 1]};
-#pragma unroll
-        for (int np = 0; np < kNt / 2; ++np) {
-          if (np >= pairs) break;
-          u32 b0, b1, b2, b3;
-          ldmatrix_x4_trans(st + b_base + np * 2048 + s * 512, b0, b1, b2, b3);
-          mma_bf16_16816(acc[2 * np], a, b0, b1);
-          mma_bf16_16816(acc[2 * np + 1], a, b2, b3);
-        }
-      }
+      if (pairs == 2)
+        d_chain_tile<2>(acc, st + b_base, xwa, xwb);
+      else
+        d_chain_tile<1>(acc, st + b_base, xwa, xwb);
       if (--chunk_left == 0 || kt + 1 == kt1) {  // the end of a chunk
         const bool group_end = --group_left == 0 || kt + 1 == kt1;
         if (fine) {
@@ -454,14 +473,15 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   cp_async_wait<0>();
 
   if (p.splits == 1) {
-    const i64 m = m0 + warp * 16 + g;
+    const i64 w0 = m0 + warp * 16;
 #pragma unroll
     for (int i = 0; i < kNt; ++i) {
       if (i / 2 >= pairs) break;
-      const i64 col = r0 + i * 8 + 2 * t;
-      const float* v = tot + i * 4 * C::kThreads;
-      if (m < p.m) *reinterpret_cast<u32*>(p.d + m * p.rank + col) = bf16x2_of(v[0], v[C::kThreads]);
-      if (m + 8 < p.m) *reinterpret_cast<u32*>(p.d + (m + 8) * p.rank + col) = bf16x2_of(v[2 * C::kThreads], v[3 * C::kThreads]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const i64 m = w0 + sum_row(i, e);
+        if (m < p.m) p.d[m * p.rank + r0 + sum_col(i, e)] = static_cast<u16>(bf16_from_float(tot[(i * 4 + e) * C::kThreads]));
+      }
     }
     return;
   }

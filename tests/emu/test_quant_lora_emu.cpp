@@ -332,7 +332,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QuantLoraM16Emu,
                          });
 
 // The 64-row pass's l2t slot (l2t_slot_at): every (row, 16-byte chunk) of a 64 x 32 BF16 K tile has its own 16-byte
-// place in the 4 KB slot; each 8x8 matrix an ldmatrix.x4.trans of d's chain reads (k16 step s, tile pair np, lanes
+// place in the 4 KB slot; each 8x8 matrix an ldmatrix.x4.trans of d's chain reads (k16 step s, rank tile np, lanes
 // 8m..8m+7) touches 8 distinct bank groups; and every such address is the lane's one base plus np * 2048 + s * 512.
 TEST(QuantLoraLayout, L2tSlotIsConflictFreeWithOneBasePerLane) {
   std::vector<int> seen(4096 / 16, 0);
@@ -347,14 +347,15 @@ TEST(QuantLoraLayout, L2tSlotIsConflictFreeWithOneBasePerLane) {
     for (int np = 0; np < 2; ++np)
       for (int m = 0; m < 4; ++m) {
         int groups = 0;
+        // Matrix m of the A fragments of l2t^T (m16n8k16: a0 rows 0-7 / k 0-7, a1 rows 8-15, a2 k 8-15, a3 both): the
+        // step's K rows 8 (m / 2) .. + 7 (slot rows, ldmatrix's rows) and ranks 8 (m % 2) .. + 7 (a 16-byte chunk).
         for (int l = 8 * m; l < 8 * m + 8; ++l) {
-          const int row = ((l >> 3) & 1) * 8 + (l & 7);
-          const uint32_t base = svdq_k::l2t_slot_at(row, l >> 4);
-          const uint32_t at = base + np * 2048 + s * 512;
-          EXPECT_EQ(at, svdq_k::l2t_slot_at(16 * s + row, 2 * np + (l >> 4))) << "lane " << l << " step " << s;
+          const int row = 8 * (m >> 1) + (l & 7), chunk = 2 * np + (m & 1);
+          const uint32_t at = svdq_k::l2t_lane_base(l) + np * 2048 + s * 512;
+          EXPECT_EQ(at, svdq_k::l2t_slot_at(16 * s + row, chunk)) << "lane " << l << " step " << s;
           groups |= 1 << ((at / 16) % 8);
         }
-        EXPECT_EQ(groups, 0xFF) << "step " << s << " pair " << np << " matrix " << m;
+        EXPECT_EQ(groups, 0xFF) << "step " << s << " rank tile " << np << " matrix " << m;
       }
 }
 
