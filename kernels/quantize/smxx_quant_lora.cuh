@@ -240,7 +240,6 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
 
   // This lane's two rows (g and g + 8 of its warp's 16) and its block of each K tile (elements 16t..16t+15).
   const i64 mA = m0 + warp * 16 + g;
-  const bool a_ok = mA < p.m, b_ok = mA + 8 < p.m;
   const bool smoothed = p.pqs != nullptr;
   // pqs: each warp's own copy of the K tile's 128 bytes in its ring slot (lanes 0-7 copy one chunk each).
   const bool pq_copier = quant && smoothed && lane < 8;
@@ -501,7 +500,8 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   __syncthreads();
   SVDQ_TRACE(4, 0);
   const int slots = fine ? p.chunks : (p.chunks + gch - 1) / gch;
-  const int elems = C::kRows * rcols / 4;
+  const int quads = LORA ? rcols / 4 : 1;  // four-column groups of a row (the LORA = false build never gets here)
+  const int elems = C::kRows * quads;
   const i64 cstep = m_pad * p.rank;
   if (slots <= 8) {
     // Two elements of four columns per thread and step, every slot of both loaded before the additions (one L2
@@ -512,9 +512,9 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       bool ok[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int e = e0 + h * C::kThreads, row = e / (rcols / 4);
+        const int e = e0 + h * C::kThreads, row = e / quads;
         ok[h] = e < elems && m0 + row < p.m;
-        at[h] = (m0 + row) * p.rank + r0 + 4 * (e - row * (rcols / 4));  // slot 0's sums; d's offset is the same
+        at[h] = (m0 + row) * p.rank + r0 + 4 * (e - row * quads);  // slot 0's sums; d's offset is the same
       }
 #pragma unroll
       for (int j = 0; j < 8; ++j)
@@ -537,7 +537,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   }
   // One element of four columns per thread and step.
   for (int e = tid; e < elems; e += C::kThreads) {
-    const int row = e / (rcols / 4), col = 4 * (e - row * (rcols / 4));
+    const int row = e / quads, col = 4 * (e - row * quads);
     if (m0 + row >= p.m) continue;
     const i64 at = (m0 + row) * p.rank + r0 + col;  // slot 0's partial sums of the element; d's offset is the same
     const float4 sum = sum_partials(p.part + at, cstep, slots, fine, gch);
