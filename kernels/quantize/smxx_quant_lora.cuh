@@ -148,9 +148,9 @@ SVDQ_DEV float4 add4(float4 a, const float4& b) {
   return float4{__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w)};
 }
 
-// The split's last CTA adds four columns of one row of d over the partial-sum slots in order, as an unsplit CTA
-// adds them: per chunk slots (`fine`: each group's chunks in order, then the groups in order) or per group slots (the
-// groups in order).
+// Four columns of one row of d added over partial-sum slots in the order an unsplit CTA adds them: per chunk slots
+// (`fine`: each group's chunks in order, then the group sums in order) or per group slots (the groups in order). The
+// decode form's last CTA uses it (kernels/quantize/smxx_quant_lora_m16.cuh).
 struct OrderedSum {
   float4 sum{0.0f, 0.0f, 0.0f, 0.0f}, gsum{0.0f, 0.0f, 0.0f, 0.0f};
   int left, gch;  // (fine: chunks to the group's end)
@@ -169,22 +169,6 @@ struct OrderedSum {
     }
   }
 };
-
-// The slots at `at` (slot j at at + j * cstep), sixteen loaded before their in-order additions.
-SVDQ_DEV float4 sum_partials(const float* at, i64 cstep, int slots, bool fine, int gch) {
-  OrderedSum s(fine, gch);
-  for (int j0 = 0; j0 < slots; j0 += 16) {
-    float4 v[16];
-#pragma unroll
-    for (int u = 0; u < 16; ++u) v[u] = j0 + u < slots ? ld_cg_f4(at + (j0 + u) * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int u = 0; u < 16; ++u) {
-      if (j0 + u >= slots) break;
-      s.add(v[u], j0 + u + 1 == slots);
-    }
-  }
-  return s.sum;
-}
 
 // One K tile of d's chain in a warp (smxx_quant_lora below): per k16 step s, per 16-rank tile np < TILES, the A
 // fragments of l2t^T by one ldmatrix.x4.trans at `at` + np * 2048 + s * 512 and the lane's x words 2s, 2s + 1 of
@@ -485,27 +469,22 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     return;
   }
 
-  // Split: publish this CTA's partial sums; the last CTA of the rows waits for the others and adds them: per group
-  // the chunks' sums in order (fine) or the group's sum, then the groups in order.
+  // Split: publish this CTA's partial sums; the last CTA of the rows waits for the others and adds the slots in
+  // order. Fine (per-chunk slots; a group is spg = gch / chunks_per_split whole splits, the plan keeps it so): each
+  // group's last CTA first adds its group's chunk slots in order into the group's first slot, so the last CTA of the
+  // rows adds the group sums — the same additions in the same order as adding the chunks group by group (OrderedSum),
+  // spread over the groups' last CTAs.
   // (The barrier orders every thread's partial sums before thread 0's release at GPU scope, which is cumulative:
   // the waiting CTA's acquire then sees them all; no fence per thread.)
   __syncthreads();
   SVDQ_TRACE(3, 0);
   u64* flags = p.flags + unit * p.splits;
-  if (split + 1 < p.splits) {
-    if (tid == 0) st_release_u64(flags + split, p.epoch);
-    return;
-  }
-  if (tid < split) consume_flag(flags + tid, p.epoch);  // a flag per thread (splits <= 32 chunks): the waits overlap
-  __syncthreads();
-  SVDQ_TRACE(4, 0);
-  const int slots = fine ? p.chunks : (p.chunks + gch - 1) / gch;
   const int quads = LORA ? rcols / 4 : 1;  // four-column groups of a row (the LORA = false build never gets here)
   const int elems = C::kRows * quads;
   const i64 cstep = m_pad * p.rank;
-  if (slots <= 8) {
-    // Two elements of four columns per thread and step, every slot of both loaded before the additions (one L2
-    // round trip per step; the whole tile in two steps at 32 columns).
+  // Adds, per four columns of a row, the n slots at base + j * stride in order (every slot of two elements loaded
+  // before the additions: one L2 round trip per step; n <= 8 slots), into d (to_d) or the slot at base.
+  const auto add_slots = [&](i64 base, i64 stride, int n, bool to_d) {
     for (int e0 = tid; e0 < elems; e0 += 2 * C::kThreads) {
       float4 v[2][8];
       i64 at[2];
@@ -520,28 +499,51 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          v[h][j] = j < slots && ok[h] ? ld_cg_f4(p.part + at[h] + j * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
+          v[h][j] = j < n && ok[h] ? ld_cg_f4(p.part + base + at[h] + j * stride) : float4{0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if (!ok[h]) continue;
-        OrderedSum sum(fine, gch);
+        float4 sum{0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int j = 0; j < 8; ++j)
-          if (j < slots) sum.add(v[h][j], j + 1 == slots);
-        *reinterpret_cast<uint2*>(p.d + at[h]) =
-            make_uint2(bf16x2_of(sum.sum.x, sum.sum.y), bf16x2_of(sum.sum.z, sum.sum.w));
+          if (j < n) sum = add4(sum, v[h][j]);
+        if (to_d)
+          *reinterpret_cast<uint2*>(p.d + at[h]) = make_uint2(bf16x2_of(sum.x, sum.y), bf16x2_of(sum.z, sum.w));
+        else
+          *reinterpret_cast<float4*>(p.part + base + at[h]) = sum;
       }
     }
-    SVDQ_TRACE(5, 0);
-    return;
-  }
-  // One element of four columns per thread and step.
-  for (int e = tid; e < elems; e += C::kThreads) {
-    const int row = e / quads, col = 4 * (e - row * quads);
-    if (m0 + row >= p.m) continue;
-    const i64 at = (m0 + row) * p.rank + r0 + col;  // slot 0's partial sums of the element; d's offset is the same
-    const float4 sum = sum_partials(p.part + at, cstep, slots, fine, gch);
-    *reinterpret_cast<uint2*>(p.d + at) = make_uint2(bf16x2_of(sum.x, sum.y), bf16x2_of(sum.z, sum.w));
+  };
+  const int groups = (p.chunks + gch - 1) / gch;
+  if (fine) {
+    const int spg = gch / p.chunks_per_split, grp = split / spg, first = grp * spg;
+    const int last = first + spg < p.splits ? first + spg - 1 : p.splits - 1;
+    if (split != last) {
+      if (tid == 0) st_release_u64(flags + split, p.epoch);
+      return;
+    }
+    if (tid < split - first) consume_flag(flags + first + tid, p.epoch);  // the group's other splits
+    __syncthreads();
+    const int c0g = grp * gch, n = p.chunks - c0g < gch ? p.chunks - c0g : gch;
+    add_slots(c0g * cstep, cstep, n, false);
+    if (split + 1 < p.splits) {
+      __syncthreads();
+      if (tid == 0) st_release_u64(flags + split, p.epoch);
+      return;
+    }
+    if (tid < grp) consume_flag(flags + (tid + 1) * spg - 1, p.epoch);  // the other groups' last splits
+    __syncthreads();
+    SVDQ_TRACE(4, 0);
+    add_slots(0, gch * cstep, groups, true);
+  } else {
+    if (split + 1 < p.splits) {
+      if (tid == 0) st_release_u64(flags + split, p.epoch);
+      return;
+    }
+    if (tid < split) consume_flag(flags + tid, p.epoch);  // a flag per thread (splits <= 8 groups): the waits overlap
+    __syncthreads();
+    SVDQ_TRACE(4, 0);
+    add_slots(0, cstep, groups, true);
   }
   SVDQ_TRACE(5, 0);
 }

@@ -137,7 +137,8 @@ TEST(QuantLoraPlan, ChunksAndGroupsDependOnKAloneAndCoverIt) {
           }
           EXPECT_GE(p.chunks * p.chunk_tiles, ktiles);
           EXPECT_LT((p.chunks - 1) * p.chunk_tiles, ktiles);  // no empty chunk
-          // The splits cover every chunk once, none empty; with d, a split holds whole groups or part of one.
+          // The splits cover every chunk once, none empty; with d, a split holds whole groups or part of one (then
+          // a group is whole splits: the kernel's per-group tail adds a group's chunks in its last split).
           EXPECT_GE(p.splits * p.chunks_per_split, p.chunks);
           EXPECT_LT((p.splits - 1) * p.chunks_per_split, p.chunks);
           if (r > 0 && p.splits > 1) {
