@@ -2,8 +2,9 @@
 # Prepares .carry/ (git-ignored) for a device-machine call: the binaries built here, an AOT package of every
 # build for sm_90a, so the H200 spends no time in NVRTC, the bench/micro microbenchmarks built with nvcc, and the
 # JSON header the Python wheel's build needs there; with OLD=<commit>, svdq_bits of that commit (step `bits`); with
-# BRANCH=<branch>, that branch's svdq and svdq_gpu_tests in .carry/branch (run its steps with `.carry/branch` as the
-# binary directory of scripts/device.sh, e.g. an unmerged program's GPU tests and A/B bench).
+# BRANCH=<branch or commit>, its svdq and svdq_gpu_tests in .carry/branch and their AOT package in .carry/pkg90_branch
+# (run its steps with `.carry/branch` as the binary directory of scripts/device.sh, or `layer_ab`: its layer bench
+# against this build's).
 # Name `.carry` in the device call's `carry` list, then run
 # e.g. `AOT=.carry/pkg90 bash scripts/device.sh .carry/bin tests tune`.
 set -euo pipefail
@@ -45,6 +46,7 @@ if [ -n "${BRANCH:-}" ]; then
   cmake --build "$br_tree/build" --target svdq_cli svdq_gpu_tests -j"$(nproc)" > /dev/null
   mkdir -p .carry/branch && cp "$br_tree/build/svdq" "$br_tree/build/svdq_gpu_tests" .carry/branch/
   git rev-parse --short "$BRANCH" > .carry/branch/COMMIT
+  .carry/branch/svdq aot --arch-list "9.0a" --out .carry/pkg90_branch > .carry/aot_branch.log
   git worktree remove --force "$br_tree"
 fi
 du -sh .carry

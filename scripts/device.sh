@@ -11,6 +11,8 @@
 #   bench      A/B of route tables ROUTES_A (default none) vs ROUTES_B (default TABLE) (SESSIONS default 2, SHAPES)
 #   suite      plain svdq bench of the default suite (BENCH_ARGS)
 #   layer      svdq bench --layer (SESSIONS, SHAPES, WORKLOAD, BENCH_ARGS)   quantize   svdq bench --quantize (SESSIONS, QSHAPES)
+#   layer_ab   svdq bench --layer of A_BIN (default .carry/branch, its AOT package A_AOT, default .carry/pkg90_branch)
+#              and of this build, in the order A B B A (SESSIONS default 1, SHAPES, WORKLOAD, BENCH_ARGS; --no-fp8)
 #   workload   svdq bench --workload WORKLOAD (default llm8b-decode; SESSIONS): the GEMM per row, cuBLAS BF16 / FP8
 #   random     svdq bench --random RANDOM_SHAPES (default 24) --seed SEED (default: a fresh one, printed): held-out shapes
 #   final      AOT packages with JIT disabled: "8.0 9.0a" serving this device, "8.0 10.0a" not (aot.log)
@@ -109,6 +111,20 @@ step_layer() {
   "$B/svdq" bench --layer --sessions "${SESSIONS:-2}" ${SHAPES:+--shapes "$SHAPES"} ${WORKLOAD:+--workload "$WORKLOAD"} \
     ${BENCH_ARGS:-} --csv "$OUT/$tag.csv" > "$OUT/$tag.log" 2> "$OUT/bench_layer.err" || status=1
   cat "$OUT/$tag.log"; tail -3 "$OUT/bench_layer.err"
+}
+step_layer_ab() {
+  local a=${A_BIN:-.carry/branch} a_aot=${A_AOT:-.carry/pkg90_branch} who i=0 bin aot
+  [ -x "$a/svdq" ] || { echo "layer_ab: no svdq in $a (BRANCH=<commit> bash scripts/carry_for_device.sh)"; status=1; return; }
+  for who in A B B A; do
+    i=$((i + 1))
+    if [ "$who" = A ]; then bin=$a aot=$(abs "$a_aot"); else bin=$B aot=${SVDQ_AOT_DIR:-}; fi
+    echo "--- $who: $bin ($(cat "$bin/COMMIT" 2>/dev/null || echo this build))"
+    # shellcheck disable=SC2086  # BENCH_ARGS: more bench flags, split into words
+    env ${aot:+SVDQ_AOT_DIR="$aot"} "$bin/svdq" bench --layer --no-fp8 --sessions "${SESSIONS:-1}" ${SHAPES:+--shapes "$SHAPES"} \
+      ${WORKLOAD:+--workload "$WORKLOAD"} ${BENCH_ARGS:-} --csv "$OUT/layer_ab_${i}_$who.csv" \
+      > "$OUT/layer_ab_${i}_$who.log" 2>> "$OUT/layer_ab.err" || status=1
+    tail -16 "$OUT/layer_ab_${i}_$who.log"
+  done
 }
 step_workload() {
   local w=${WORKLOAD:-llm8b-decode}
