@@ -73,6 +73,11 @@ SVDQ_HD int l2t_slot_row(int k) { return ((((k >> 2) & 3) << 1 | ((k >> 1) & 1))
 // step's half (8 rows) are each a fixed offset from one per-lane base.
 SVDQ_HD u32 l2t_slot_at(int r, int c) { return static_cast<u32>((c >> 1) * 2048 + r * 32 + (((c & 1) ^ ((r >> 2) & 1)) << 4)); }
 
+// Lane L's ldmatrix.x4.trans address in a k16 step's rank tile of the l2t slot (the step and tile: + s * 512 +
+// np * 2048): row L % 8 of matrix L / 8, the A fragments of l2t^T in order (a0: the step's K rows 0-7 and ranks
+// 0-7, a1: ranks 8-15, a2 and a3: K rows 8-15), so slot row 8 (L / 16) + L % 8, chunk (L / 8) % 2.
+SVDQ_HD u32 l2t_lane_base(int lane) { return l2t_slot_at(((lane >> 4) & 1) * 8 + (lane & 7), (lane >> 3) & 1); }
+
 // A lane's quantization outputs: its block t (elements 16t..16t+15 of a K tile) of rows mA and mB = mA + 8 (in the
 // swizzled scales 8 rows of the same 32-row block: mA % 32 < 24), as codes, scale bytes and, where the routed GEMM
 // reads the activations as FP16, that copy (smxx_dequant_fp16's bytes). A K tile adds 32 code bytes, 4 scale bytes
@@ -105,14 +110,16 @@ struct PassBlockOut {
     pairs = p.a16_pairs != 0;
     blk_end = 16 * t < p.k ? static_cast<int>((p.k - 16 * t + 63) >> 6) : 0;
   }
-  // One block's outputs for K tile kt (the scale wherever the layout has a byte; codes and copy inside K and M).
+  // One block's outputs for K tile kt (the scale wherever the layout has a byte; codes and copy inside K and M);
+  // COPY = false: a kernel that never writes the FP16 copy (quantization alone).
+  template <bool COPY = true>
   SVDQ_DEV void store(const Block16& b, int kt, bool row_b) const {
     const i64 skt = static_cast<i64>(kt);
     const bool in = kt < blk_end, ok = row_b ? b_ok : a_ok;
     if ((row_b ? sf_b_ok : sf_a_ok) && (swizzled || in)) sf_a[(row_b ? sf_b_off : 0) + skt * sf_step] = static_cast<u8>(b.scale);
     if (!in || !ok) return;
     *reinterpret_cast<uint2*>(xq_a + (row_b ? xq_b_off : 0) + skt * 32) = make_uint2(b.codes[0], b.codes[1]);
-    if (!h_on) return;
+    if (!COPY || !h_on) return;
     u16* const h = h_a + (row_b ? h_b_off : 0);
     const u32 sc2 = half2_lo_lo(scale2_half2_x128(b.scale));
     u32 lo[4], hi[4];
@@ -141,9 +148,9 @@ SVDQ_DEV float4 add4(float4 a, const float4& b) {
   return float4{__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w)};
 }
 
-// The split's last CTA adds four columns of one row of d over the partial-sum slots in order, as an unsplit CTA
-// adds them: per chunk slots (`fine`: each group's chunks in order, then the groups in order) or per group slots (the
-// groups in order).
+// Four columns of one row of d added over partial-sum slots in the order an unsplit CTA adds them: per chunk slots
+// (`fine`: each group's chunks in order, then the group sums in order) or per group slots (the groups in order). The
+// decode form's last CTA uses it (kernels/quantize/smxx_quant_lora_m16.cuh).
 struct OrderedSum {
   float4 sum{0.0f, 0.0f, 0.0f, 0.0f}, gsum{0.0f, 0.0f, 0.0f, 0.0f};
   int left, gch;  // (fine: chunks to the group's end)
@@ -163,25 +170,27 @@ struct OrderedSum {
   }
 };
 
-// The slots at `at` (slot j at at + j * cstep), sixteen loaded before their in-order additions.
-SVDQ_DEV float4 sum_partials(const float* at, i64 cstep, int slots, bool fine, int gch) {
-  OrderedSum s(fine, gch);
-  for (int j0 = 0; j0 < slots; j0 += 16) {
-    float4 v[16];
+// One K tile of d's chain in a warp (smxx_quant_lora below): per k16 step s, per 16-rank tile np < TILES, the A
+// fragments of l2t^T by one ldmatrix.x4.trans at `at` + np * 2048 + s * 512 and the lane's x words 2s, 2s + 1 of
+// rows g (xa) and g + 8 (xb) as the B fragments of the two n8 row tiles.
+template <int TILES>
+SVDQ_DEV void d_chain_tile(float (*acc)[4], u32 at, const u32* xa, const u32* xb) {
 #pragma unroll
-    for (int u = 0; u < 16; ++u) v[u] = j0 + u < slots ? ld_cg_f4(at + (j0 + u) * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
+  for (int s = 0; s < 4; ++s)
 #pragma unroll
-    for (int u = 0; u < 16; ++u) {
-      if (j0 + u >= slots) break;
-      s.add(v[u], j0 + u + 1 == slots);
+    for (int np = 0; np < TILES; ++np) {
+      u32 a[4];
+      ldmatrix_x4_trans(at + np * 2048 + s * 512, a[0], a[1], a[2], a[3]);
+      mma_bf16_16816(acc[2 * np], a, xa[2 * s], xa[2 * s + 1]);
+      mma_bf16_16816(acc[2 * np + 1], a, xb[2 * s], xb[2 * s + 1]);
     }
-  }
-  return s.sum;
 }
 
 SVDQ_DEV u32 bf16x2_of(float lo, float hi) { return bf16_from_float(lo) | (bf16_from_float(hi) << 16); }
 
-template <int STAGES>
+// LORA = false: quantization alone (smxx_quantize_s3): no d and no FP16 copy compiled in, so the kernel fits the
+// registers of six CTAs per SM.
+template <int STAGES, bool LORA = true>
 SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   using C = QuantLoraConfig<STAGES>;
   SVDQ_DYNAMIC_SMEM(smem);
@@ -201,7 +210,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const int kt0 = c0 * p.chunk_tiles;
   const int kt1 = c1 * p.chunk_tiles < ktiles ? c1 * p.chunk_tiles : ktiles;
   const bool quant = p.xq != nullptr && rk == 0;
-  const bool lora = p.l2t != nullptr;
+  const bool lora = LORA && p.l2t != nullptr;
   const int r0 = rk * C::kRankTile;
   const int rcols = lora ? (p.rank - r0 < C::kRankTile ? p.rank - r0 : C::kRankTile) : 0;  // 16 or 32
   const u32 sbase = smem_addr(smem);
@@ -215,7 +224,6 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
 
   // This lane's two rows (g and g + 8 of its warp's 16) and its block of each K tile (elements 16t..16t+15).
   const i64 mA = m0 + warp * 16 + g;
-  const bool a_ok = mA < p.m, b_ok = mA + 8 < p.m;
   const bool smoothed = p.pqs != nullptr;
   // pqs: each warp's own copy of the K tile's 128 bytes in its ring slot (lanes 0-7 copy one chunk each).
   const bool pq_copier = quant && smoothed && lane < 8;
@@ -255,7 +263,7 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   const u32 x_c0 = ((2 * t) ^ (g & 7)) << 4, x_c1 = ((2 * t + 1) ^ (g & 7)) << 4;
 
   // The l2t ring (lora): K tile lkt into slot lslot, rows in l2t_slot_row order, up to two 16-byte chunks per thread.
-  const int per_row = rcols / 8, l_n = lora ? (64 * per_row - tid + C::kThreads - 1) / C::kThreads : 0;
+  const int per_row = lora ? rcols / 8 : 1, l_n = lora ? (64 * per_row - tid + C::kThreads - 1) / C::kThreads : 0;
   int l_end[2] = {0, 0};
   u32 l_dst[2] = {0, 0};
   const u16* l_at[2] = {p.x, p.x};
@@ -294,11 +302,14 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   // The last row tile also writes the zero words of the padding rows past it (rows up to 128 ceil(M / 128)).
   const bool pad_rows = quant && p.swizzled != 0 && rt + 1 == p.row_tiles && (rt + 1) * C::kRows < p.sf_rows;
 
-  // d: this warp's 16 rows x rcols, as n8 tiles in pairs (one ldmatrix.x4.trans per pair and k16 step). The chain of
-  // a chunk runs in `acc`; a group of chunks adds its chunks' sums in `gacc`, d adds the groups' sums in `tot` (both
-  // in shared memory, lane-major: touched once per chunk).
+  // d, transposed on the tensor cores: d^T = l2t^T x^T, l2t^T the A operand (16-rank m16 tiles np, one
+  // ldmatrix.x4.trans each per k16 step) and the warp's x rows the B operand (n8 tiles nt: rows g and g + 8 of the
+  // lanes), whose two words per k16 step are adjacent registers of the lane's 16-byte x reads (no copies into
+  // fragments). acc[2 np + nt]: e = 0, 1: rank 16 np + g, rows 8 nt + 2t, + 1; e = 2, 3: rank + 8, the same rows.
+  // The chain of a chunk runs in `acc`; a group of chunks adds its chunks' sums in `gacc`, d adds the groups' sums in
+  // `tot` (both in shared memory, lane-major: touched once per chunk).
   constexpr int kNt = C::kRankTile / 8;
-  const int pairs = rcols / 16;
+  const int pairs = rcols / 16;  // m16 rank tiles
   float acc[kNt][4];
   float* const gacc = reinterpret_cast<float*>(smem + C::kSumAt) + tid;  // [kNt * 4][kThreads] from here
   float* const tot = gacc + kNt * 4 * C::kThreads;
@@ -309,24 +320,27 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       acc[i][e] = 0.0f;
       if (lora) gacc[(i * 4 + e) * C::kThreads] = tot[(i * 4 + e) * C::kThreads] = 0.0f;
     }
-  // ldmatrix.x4.trans per k16 step s and n8 tile pair np: lane L gives row L % 8 of matrix L / 8 = (the step's half
-  // h = (L / 8) & 1, n8 tile 2 np + L / 16): row 8 h + L % 8 of the step, chunk 2 np + L / 16, at one per-lane base
-  // + np * 2048 + s * 512 (l2t_slot_at).
-  const u32 b_base = l2t_slot_at(((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4);
+  // ldmatrix.x4.trans per k16 step s and rank tile np at one per-lane base + np * 2048 + s * 512.
+  const u32 b_base = l2t_lane_base(lane);
   const i64 m_pad = p.row_tiles * C::kRows;
   const int gch = p.group_chunks;
   // Split launches store partial sums per chunk (fine: a CTA's range lies inside one group) or per group: slots of
   // m_pad x r floats, one per chunk or per group.
   const bool fine = p.splits > 1 && p.chunks_per_split < gch;
-  // v[i][e]: this lane's sum e of n8 tile i.
+  // The row and rank of this lane's sum e of tile i (above), relative to the warp's first row and the CTA's rank r0.
+  const auto sum_row = [&](int i, int e) { return 8 * (i & 1) + 2 * t + (e & 1); };
+  const auto sum_col = [&](int i, int e) { return 16 * (i >> 1) + g + 8 * (e >> 1); };
+  // v[i][e]: this lane's sum e of tile i.
   const auto store_partial = [&](int slot_chunk, const float (*v)[4]) {
-    const i64 m = m0 + warp * 16 + g;
+    const i64 w0 = m0 + warp * 16;
 #pragma unroll
     for (int i = 0; i < kNt; ++i) {
       if (i / 2 >= pairs) break;
-      float* dst = p.part + (slot_chunk * m_pad + m) * p.rank + r0 + i * 8 + 2 * t;
-      if (a_ok) *reinterpret_cast<float2*>(dst) = make_float2(v[i][0], v[i][1]);
-      if (b_ok) *reinterpret_cast<float2*>(dst + 8 * p.rank) = make_float2(v[i][2], v[i][3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const i64 m = w0 + sum_row(i, e);
+        if (m < p.m) p.part[(slot_chunk * m_pad + m) * p.rank + r0 + sum_col(i, e)] = v[i][e];
+      }
     }
   };
 
@@ -345,6 +359,25 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
     }
     cp_async_commit();
     const unsigned char* xs = smem + slot * C::kXStage + x_rd;
+    if constexpr (!LORA) {
+      // Quantization alone: one block at a time (fewer registers live).
+      uint4 q0 = make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u), q1 = q0;  // BF16 ones
+      if (smoothed) {
+        q0 = *reinterpret_cast<const uint4*>(smem + slot * C::kXStage + pq_slot + 32 * t);
+        q1 = *reinterpret_cast<const uint4*>(smem + slot * C::kXStage + pq_slot + 32 * t + 16);
+      }
+      const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll 1
+      for (int h = 0; h < 2; ++h) {
+        const uint4 w0 = *reinterpret_cast<const uint4*>(xs + h * 1024 + x_c0);
+        const uint4 w1 = *reinterpret_cast<const uint4*>(xs + h * 1024 + x_c1);
+        const u32 w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        out.store<false>(quantize_block16(w, pw, smoothed, gs, inv_scale), kt, h != 0);
+      }
+      if (pad_rows) zero_pad_scales(p, (rt + 1) * C::kRows, kt, tid, C::kThreads);
+      slot = slot + 1 == STAGES ? 0 : slot + 1;
+      continue;
+    }
     const uint4 xw[4] = {*reinterpret_cast<const uint4*>(xs + x_c0), *reinterpret_cast<const uint4*>(xs + x_c1),
                          *reinterpret_cast<const uint4*>(xs + 1024 + x_c0),
                          *reinterpret_cast<const uint4*>(xs + 1024 + x_c1)};
@@ -357,26 +390,18 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
       const u32 wa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
       const u32 wb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
       const u32 pw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-      out.store(quantize_block16(wa, pw, smoothed, gs, inv_scale), kt, false);
-      out.store(quantize_block16(wb, pw, smoothed, gs, inv_scale), kt, true);
+      out.store<LORA>(quantize_block16(wa, pw, smoothed, gs, inv_scale), kt, false);
+      out.store<LORA>(quantize_block16(wb, pw, smoothed, gs, inv_scale), kt, true);
       if (pad_rows) zero_pad_scales(p, (rt + 1) * C::kRows, kt, tid, C::kThreads);
     }
     if (lora) {
       const u32 st = sbase + C::kL2tAt + slot * C::kStage;
       const u32 xwa[8] = {xw[0].x, xw[0].y, xw[0].z, xw[0].w, xw[1].x, xw[1].y, xw[1].z, xw[1].w};
       const u32 xwb[8] = {xw[2].x, xw[2].y, xw[2].z, xw[2].w, xw[3].x, xw[3].y, xw[3].z, xw[3].w};
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const u32 a[4] = {xwa[2 * s], xwb[2 * s], xwa[2 * s + 1], xwb[2 * s + 1]};
-#pragma unroll
-        for (int np = 0; np < kNt / 2; ++np) {
-          if (np >= pairs) break;
-          u32 b0, b1, b2, b3;
-          ldmatrix_x4_trans(st + b_base + np * 2048 + s * 512, b0, b1, b2, b3);
-          mma_bf16_16816(acc[2 * np], a, b0, b1);
-          mma_bf16_16816(acc[2 * np + 1], a, b2, b3);
-        }
-      }
+      if (pairs == 2)
+        d_chain_tile<2>(acc, st + b_base, xwa, xwb);
+      else
+        d_chain_tile<1>(acc, st + b_base, xwa, xwb);
       if (--chunk_left == 0 || kt + 1 == kt1) {  // the end of a chunk
         const bool group_end = --group_left == 0 || kt + 1 == kt1;
         if (fine) {
@@ -431,74 +456,94 @@ SVDQ_DEV void smxx_quant_lora(const QuantLoraParams& p) {
   cp_async_wait<0>();
 
   if (p.splits == 1) {
-    const i64 m = m0 + warp * 16 + g;
+    const i64 w0 = m0 + warp * 16;
 #pragma unroll
     for (int i = 0; i < kNt; ++i) {
       if (i / 2 >= pairs) break;
-      const i64 col = r0 + i * 8 + 2 * t;
-      const float* v = tot + i * 4 * C::kThreads;
-      if (m < p.m) *reinterpret_cast<u32*>(p.d + m * p.rank + col) = bf16x2_of(v[0], v[C::kThreads]);
-      if (m + 8 < p.m) *reinterpret_cast<u32*>(p.d + (m + 8) * p.rank + col) = bf16x2_of(v[2 * C::kThreads], v[3 * C::kThreads]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const i64 m = w0 + sum_row(i, e);
+        if (m < p.m) p.d[m * p.rank + r0 + sum_col(i, e)] = static_cast<u16>(bf16_from_float(tot[(i * 4 + e) * C::kThreads]));
+      }
     }
     return;
   }
 
-  // Split: publish this CTA's partial sums; the last CTA of the rows waits for the others and adds them: per group
-  // the chunks' sums in order (fine) or the group's sum, then the groups in order.
+  // Split: publish this CTA's partial sums; the last CTA of the rows waits for the others and adds the slots in
+  // order. Fine (per-chunk slots; a group is spg = gch / chunks_per_split whole splits, the plan keeps it so): each
+  // group's last CTA first adds its group's chunk slots in order into the group's first slot, so the last CTA of the
+  // rows adds the group sums — the same additions in the same order as adding the chunks group by group (OrderedSum),
+  // spread over the groups' last CTAs.
   // (The barrier orders every thread's partial sums before thread 0's release at GPU scope, which is cumulative:
   // the waiting CTA's acquire then sees them all; no fence per thread.)
   __syncthreads();
   SVDQ_TRACE(3, 0);
   u64* flags = p.flags + unit * p.splits;
-  if (split + 1 < p.splits) {
-    if (tid == 0) st_release_u64(flags + split, p.epoch);
-    return;
-  }
-  if (tid < split) consume_flag(flags + tid, p.epoch);  // a flag per thread (splits <= 32 chunks): the waits overlap
-  __syncthreads();
-  SVDQ_TRACE(4, 0);
-  const int slots = fine ? p.chunks : (p.chunks + gch - 1) / gch;
-  const int elems = C::kRows * rcols / 4;
+  const int quads = LORA ? rcols / 4 : 1;  // four-column groups of a row (the LORA = false build never gets here)
+  const int elems = C::kRows * quads;
   const i64 cstep = m_pad * p.rank;
-  if (slots <= 8) {
-    // Two elements of four columns per thread and step, every slot of both loaded before the additions (one L2
-    // round trip per step; the whole tile in two steps at 32 columns).
+  // Adds, per four columns of a row, the n slots at base + j * stride in order (every slot of two elements loaded
+  // before the additions: one L2 round trip per step; n <= 8 slots), into d (to_d) or the slot at base.
+  const auto add_slots = [&](i64 base, i64 stride, int n, bool to_d) {
     for (int e0 = tid; e0 < elems; e0 += 2 * C::kThreads) {
       float4 v[2][8];
       i64 at[2];
       bool ok[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int e = e0 + h * C::kThreads, row = e / (rcols / 4);
+        const int e = e0 + h * C::kThreads, row = e / quads;
         ok[h] = e < elems && m0 + row < p.m;
-        at[h] = (m0 + row) * p.rank + r0 + 4 * (e - row * (rcols / 4));  // slot 0's sums; d's offset is the same
+        at[h] = (m0 + row) * p.rank + r0 + 4 * (e - row * quads);  // slot 0's sums; d's offset is the same
       }
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          v[h][j] = j < slots && ok[h] ? ld_cg_f4(p.part + at[h] + j * cstep) : float4{0.0f, 0.0f, 0.0f, 0.0f};
+          v[h][j] = j < n && ok[h] ? ld_cg_f4(p.part + base + at[h] + j * stride) : float4{0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if (!ok[h]) continue;
-        OrderedSum sum(fine, gch);
+        float4 sum{0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int j = 0; j < 8; ++j)
-          if (j < slots) sum.add(v[h][j], j + 1 == slots);
-        *reinterpret_cast<uint2*>(p.d + at[h]) =
-            make_uint2(bf16x2_of(sum.sum.x, sum.sum.y), bf16x2_of(sum.sum.z, sum.sum.w));
+          if (j < n) sum = add4(sum, v[h][j]);
+        if (to_d)
+          *reinterpret_cast<uint2*>(p.d + at[h]) = make_uint2(bf16x2_of(sum.x, sum.y), bf16x2_of(sum.z, sum.w));
+        else
+          *reinterpret_cast<float4*>(p.part + base + at[h]) = sum;
       }
     }
-    SVDQ_TRACE(5, 0);
-    return;
-  }
-  // One element of four columns per thread and step.
-  for (int e = tid; e < elems; e += C::kThreads) {
-    const int row = e / (rcols / 4), col = 4 * (e - row * (rcols / 4));
-    if (m0 + row >= p.m) continue;
-    const i64 at = (m0 + row) * p.rank + r0 + col;  // slot 0's partial sums of the element; d's offset is the same
-    const float4 sum = sum_partials(p.part + at, cstep, slots, fine, gch);
-    *reinterpret_cast<uint2*>(p.d + at) = make_uint2(bf16x2_of(sum.x, sum.y), bf16x2_of(sum.z, sum.w));
+  };
+  const int groups = (p.chunks + gch - 1) / gch;
+  if (fine) {
+    const int spg = gch / p.chunks_per_split, grp = split / spg, first = grp * spg;
+    const int last = first + spg < p.splits ? first + spg - 1 : p.splits - 1;
+    if (split != last) {
+      if (tid == 0) st_release_u64(flags + split, p.epoch);
+      return;
+    }
+    if (tid < split - first) consume_flag(flags + first + tid, p.epoch);  // the group's other splits
+    __syncthreads();
+    const int c0g = grp * gch, n = p.chunks - c0g < gch ? p.chunks - c0g : gch;
+    add_slots(c0g * cstep, cstep, n, false);
+    if (split + 1 < p.splits) {
+      __syncthreads();
+      if (tid == 0) st_release_u64(flags + split, p.epoch);
+      return;
+    }
+    if (tid < grp) consume_flag(flags + (tid + 1) * spg - 1, p.epoch);  // the other groups' last splits
+    __syncthreads();
+    SVDQ_TRACE(4, 0);
+    add_slots(0, gch * cstep, groups, true);
+  } else {
+    if (split + 1 < p.splits) {
+      if (tid == 0) st_release_u64(flags + split, p.epoch);
+      return;
+    }
+    if (tid < split) consume_flag(flags + tid, p.epoch);  // a flag per thread (splits <= 8 groups): the waits overlap
+    __syncthreads();
+    SVDQ_TRACE(4, 0);
+    add_slots(0, cstep, groups, true);
   }
   SVDQ_TRACE(5, 0);
 }

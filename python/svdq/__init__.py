@@ -7,9 +7,11 @@ any sm_80+ GPU, with FlashInfer's function names and signatures:
     svdq.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale,
                          bias=None, enable_pdl=None)
 
-Arrays are torch CUDA tensors or CuPy arrays (through DLPack, no copies); results come back in the caller's type,
-computed on its current stream. With torch installed the ops are torch custom ops (torch.ops.svdq.*) with fake
-implementations, which torch.compile traces; eager calls go straight to the library. svdq.nn holds SVDQuantLinear and quantize_model; svdq.quant the host-side quantization of weights.
+Arrays are torch CUDA tensors, CuPy arrays or JAX arrays on a GPU (through DLPack, no copies); results come back in
+the caller's type, computed on its current stream (JAX, which names none: on a stream svdq keeps per device, the call
+returning once the results are complete). With torch installed the ops are torch custom ops (torch.ops.svdq.*) with
+fake implementations, which torch.compile traces; eager calls go straight to the library. svdq.nn holds SVDQuantLinear
+and quantize_model; svdq.quant the host-side quantization of weights.
 Kernels are compiled at first use with NVRTC and cached on disk (SVDQ_CACHE_DIR).
 """
 

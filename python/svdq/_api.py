@@ -1,9 +1,13 @@
-"""FlashInfer's Python signatures over svdq._C: arrays of any DLPack framework in, the caller's array type out.
+"""FlashInfer's Python signatures over svdq._C: torch, CuPy or JAX arrays in, the caller's array type out.
 
 torch tensors run on torch's current stream (under ``torch.compile`` / ``torch.export`` through svdq's registered
 torch ops, so the graph records one op; eager calls go straight to the library, which reads the tensors, allocates the
 outputs and finds the stream through torch's DLPack C exchange table); CuPy arrays on CuPy's current stream (BF16
-tensors as ``uint16`` arrays: CuPy has no bfloat16). Nothing is copied.
+tensors as ``uint16`` arrays: CuPy has no bfloat16). JAX arrays (``jax.Array`` on a CUDA device, BF16 as
+``jnp.bfloat16``) name no current stream: a call whose first array is a JAX array runs on a CUDA stream svdq keeps per
+device, takes each input through ``__dlpack__(stream=<that stream>)`` (JAX makes the data ready on it), allocates
+the outputs from svdq's device memory pool, hands them to JAX as JAX arrays and synchronizes that stream before it
+returns: JAX calls are synchronous, and run eagerly (not inside ``jax.jit``). Nothing is copied.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ def _pdl(enable_pdl) -> int:
 
 
 class _Alloc:
-    """Allocates outputs in the framework of `like` on its device, and names its current stream."""
+    """Allocates outputs in the framework of `like` on its device, and names its current stream; for a JAX array
+    (kind "jax"), finds its CUDA device only: svdq._C allocates the outputs of a call on its own stream."""
 
     def __init__(self, fn: str, like):
         self.kind = _framework(like)
@@ -56,12 +61,15 @@ class _Alloc:
 
             self.cupy = cupy
             self.stream = cupy.cuda.get_current_stream().ptr
+        elif self.kind == "jax":
+            self.device = _jax_device(fn, _first_arg(fn), like)
+            self.stream = None  # (the call runs on svdq's own stream)
         elif self.kind == "numpy":
             raise TypeError(f"{fn}: argument {_first_arg(fn)!r} is a NumPy array in host memory; svdq needs CUDA "
-                            "device memory (a torch CUDA tensor or a CuPy array)")
+                            "device memory (a torch CUDA tensor, a CuPy array or a JAX array on a GPU)")
         else:
             raise TypeError(f"{fn}: arrays of type {type(like).__module__}.{type(like).__name__} are not supported; "
-                            "pass torch CUDA tensors or CuPy arrays")
+                            "pass torch CUDA tensors, CuPy arrays or JAX arrays on a GPU")
 
     def empty(self, shape, dtype: str):
         if self.kind == "torch":
@@ -70,6 +78,67 @@ class _Alloc:
         t = {"bf16": "uint16", "u8": "uint8", "f32": "float32"}[dtype]
         with self.cupy.cuda.Device(self.like.device.id):
             return self.cupy.empty(shape, dtype=t)
+
+
+def _jax_device(fn: str, arg: str, x) -> int:
+    """The CUDA device of the JAX array x (a TypeError naming `arg` where x is no concrete JAX array on one GPU)."""
+    import jax
+
+    tracer = getattr(getattr(jax, "core", None), "Tracer", ())
+    if isinstance(x, tracer):
+        raise TypeError(f"{fn}: argument {arg!r} is a JAX tracer: svdq's functions run eagerly on concrete JAX arrays, "
+                        "not inside jax.jit, jax.grad or jax.vmap")
+    if not isinstance(x, jax.Array):
+        raise TypeError(f"{fn}: arrays of type {type(x).__module__}.{type(x).__name__} are not supported; pass torch "
+                        "CUDA tensors, CuPy arrays or JAX arrays on a GPU")
+    devices = x.devices()
+    if len(devices) != 1:
+        raise TypeError(f"{fn}: argument {arg!r} is a JAX array spread over {len(devices)} devices; svdq takes arrays "
+                        "on one GPU")
+    kind, index = x.__dlpack_device__()
+    if int(kind) != _DL_CUDA:
+        (dev,) = devices
+        where = "host memory" if int(kind) == _DL_CPU else f"DLPack device type {int(kind)} memory"
+        raise TypeError(f"{fn}: argument {arg!r} is a JAX array on {dev.platform}:{dev.id} ({where}); svdq needs CUDA "
+                        "device memory (a JAX array on a GPU)")
+    return int(index)
+
+
+_DL_CPU, _DL_CUDA = 1, 2  # DLPack device types
+
+
+class _Capsule:
+    """One output of a call on svdq's own stream, for jax.dlpack.from_dlpack: the DLPack capsule svdq._C returned
+    (device memory from svdq's pool; the capsule's deleter gives it back) and its device. The call synchronized its
+    stream before returning, so the data is complete on every stream and the consumer's `stream` needs no wait. The
+    capsule is handed out once."""
+
+    __slots__ = ("_capsule", "_device")
+
+    def __init__(self, capsule, device):
+        self._capsule = capsule
+        self._device = device
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        del stream, max_version  # (complete on every stream; the capsule is DLPack's unversioned one)
+        if copy:
+            raise BufferError("svdq hands its outputs over without a copy")
+        if dl_device is not None and tuple(int(v) for v in dl_device) != self._device:
+            raise BufferError(f"svdq's output is on DLPack device {self._device}, not {tuple(dl_device)}")
+        capsule, self._capsule = self._capsule, None
+        if capsule is None:
+            raise BufferError("svdq's output was handed over already")
+        return capsule
+
+    def __dlpack_device__(self):
+        return self._device
+
+
+def _to_jax(capsule, device: int):
+    """The JAX array over one output capsule of svdq._C (own_stream=True) on CUDA device `device`: no copy."""
+    import jax.dlpack
+
+    return jax.dlpack.from_dlpack(_Capsule(capsule, (_DL_CUDA, device)))
 
 
 _NATIVE = {}  # array type -> whether svdq._C allocates outputs and finds the stream for it
@@ -145,6 +214,12 @@ def mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias=None, out=None, enabl
     if _native(a):
         return _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, None, pdl)
     alloc = _Alloc("mm_nvfp4_svdquant", a)
+    if alloc.kind == "jax":
+        if out is not None:
+            raise TypeError("mm_nvfp4_svdquant: argument 'out' must be None for JAX arrays (they are immutable): the "
+                            "result comes back as a new array")
+        y = _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, None, None, pdl, own_stream=True)
+        return _to_jax(y, alloc.device)
     if out is None:
         out = alloc.empty((a.shape[0], b.shape[0]), "bf16")
     _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, alloc.stream, pdl)
@@ -164,6 +239,9 @@ def _quantize(fn, x, pqs, global_scale, layout, enable_pdl):
     if _native(x):
         return _C.nvfp4_quantize(x, pqs, global_scale, None, None, lay, None)
     alloc = _Alloc(fn, x)
+    if alloc.kind == "jax":
+        xq, sf = _C.nvfp4_quantize(x, pqs, global_scale, None, None, lay, None, own_stream=True)
+        return _to_jax(xq, alloc.device), _to_jax(sf, alloc.device)
     m, k = x.shape[0], x.shape[1]
     xq = alloc.empty((m, k // 2), "u8")
     sf = alloc.empty(_scale_shape(m, k, lay), "u8")
@@ -200,6 +278,10 @@ def svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smooth
         return _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled,
                                   global_scale, bias, None, None, None, pdl)
     alloc = _Alloc("svdquant_linear", x)
+    if alloc.kind == "jax":
+        y = _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale,
+                               bias, None, None, None, pdl, own_stream=True)
+        return _to_jax(y, alloc.device)
     m, k = x.shape[0], x.shape[1]
     out = alloc.empty((m, weight_fp4.shape[0]), "bf16")
     ws = alloc.empty((_C.svdquant_linear_workspace_size(m, k, l2t_smoothed.shape[1]),), "u8")

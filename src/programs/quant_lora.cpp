@@ -28,11 +28,13 @@ svdq_k::QuantLoraParams quant_lora_params(const QuantLoraPlan& plan, int64_t m, 
 }
 
 namespace {
+int64_t ceil_div_k64(int64_t k) { return checked::ceil_div(k, 64, "quantize K tiles"); }
+
 // The row tiles and K's chunks and groups (set by K alone: d's arithmetic).
 QuantLoraPlan plan_k(int64_t m, int64_t k, int rows) {
   QuantLoraPlan p;
   p.row_tiles = checked::ceil_div(m, rows, "quantize row tiles");
-  const int64_t ktiles64 = checked::ceil_div(k, 64, "quantize K tiles");
+  const int64_t ktiles64 = ceil_div_k64(k);
   if (ktiles64 > (int64_t(1) << 30))
     throw Error(ErrorCode::InvalidArgument, "argument 'x': K = " + std::to_string(k) + " is too large for one launch");
   const int ktiles = static_cast<int>(ktiles64);
@@ -98,12 +100,18 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
     }
     p.grid = checked::mul(units, p.splits, "quantize grid");
   } else {
-    // Quantization alone: K ranges need no reduction, so short row counts are cut along K until about eight CTAs
-    // per SM run (a partial last wave of few, long CTAs would leave most SMs idle at its end).
-    if (p.row_tiles < 8 * int64_t(sm_count)) {
-      const int64_t want = (8 * int64_t(sm_count) + p.row_tiles - 1) / p.row_tiles;
-      const int splits = static_cast<int>(std::min<int64_t>(want, p.chunks));
-      p.chunks_per_split = (p.chunks + splits - 1) / splits;
+    // Quantization alone (smxx_quantize_s3: kQuantizeCtasPerSm CTAs per SM): K ranges need no reduction, so K is cut at whole K
+    // tiles (chunks of one tile), and row counts short of one wave of CTAs are cut along K into at most one wave of
+    // equal K ranges (a partial last wave of few, long CTAs would leave most SMs idle at its end; more, shorter CTAs
+    // would each pay the prologue again).
+    p.chunk_tiles = 1;
+    p.chunks = static_cast<int>(ceil_div_k64(k));
+    p.group_chunks = 1;
+    p.chunks_per_split = p.chunks;
+    const int64_t wave = int64_t(kQuantizeCtasPerSm) * sm_count;
+    if (p.row_tiles < wave) {
+      const int64_t most = std::max<int64_t>(1, wave / p.row_tiles);  // splits that keep the grid within one wave
+      p.chunks_per_split = static_cast<int>((p.chunks + most - 1) / most);
       p.splits = (p.chunks + p.chunks_per_split - 1) / p.chunks_per_split;
     }
     p.grid = checked::mul(p.row_tiles, p.splits, "quantize grid");

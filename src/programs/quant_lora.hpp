@@ -23,8 +23,10 @@ struct QuantLoraPlan {
   int64_t grid = 0, part_bytes = 0, flag_bytes = 0;
 };
 constexpr int kQuantLoraRows = 64, kQuantLoraRankTile = 32, kQuantLoraMaxChunks = 32, kQuantLoraMaxGroups = 8;
+constexpr int kQuantizeCtasPerSm = 6;  // (its kernel's launch bound)
 static_assert(kQuantLoraMaxChunks <= 128, "a split's last CTA waits on one flag per thread (128 threads)");
-// rank = 0: quantization alone (no partial sums: short row counts are simply cut along K).
+// rank = 0: quantization alone (smxx_quantize_s3, kQuantizeCtasPerSm CTAs per SM; no partial sums): K tiles in
+// ranges of equal length, row counts short of one wave cut along K into at most one wave of CTAs.
 QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count);
 // The decode form (kernels/quantize/smxx_quant_lora_m16.cuh, with d): 16-row tiles, the same chunks and groups, one
 // chunk per CTA (splits = chunks), per-chunk partial sums.

@@ -2,7 +2,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
 #include <string>
+
+#include "common/checked.hpp"
+#include "jit/driver.hpp"
 
 namespace svdq::py {
 
@@ -83,7 +88,85 @@ nb::dlpack::dtype dl_dtype(DType t) {
   return d;
 }
 
+void fill(DlTensor& t, const nb::ndarray<nb::ro>& a) {
+  t.data = a.data_handle();
+  t.device.device_type = a.device_type();
+  t.device.device_id = a.device_id();
+  t.ndim = static_cast<int32_t>(a.ndim());
+  t.dtype = a.dtype();
+  t.shape = const_cast<int64_t*>(a.shape_ptr());
+  t.strides = const_cast<int64_t*>(a.stride_ptr());
+  t.byte_offset = a.byte_offset();
+}
+
+// h.__dlpack__(stream=s): the producer makes its data ready on `s` before the capsule is used there (DLPack consumer
+// semantics; JAX makes `s` wait for the buffer's definition event). A producer predating `max_version` is asked
+// without it; one that answers that it cannot order its work before another stream (JAX's UNIMPLEMENTED, on clients
+// without WaitUntilBufferReadyOnStream) is asked with stream=None, where JAX waits on the host until the data is ready.
+nb::object dlpack_on_stream(nb::handle h, Stream s) {
+  const nb::object dlpack = h.attr("__dlpack__");
+  const uintptr_t sv = reinterpret_cast<uintptr_t>(s);
+  try {
+    return dlpack(nb::arg("stream") = sv, nb::arg("max_version") = nb::make_tuple(1, 1));
+  } catch (nb::python_error& e) {
+    if (e.matches(PyExc_TypeError)) return dlpack(nb::arg("stream") = sv);
+    if (std::string(e.what()).find("UNIMPLEMENTED") != std::string::npos)
+      return dlpack(nb::arg("stream") = nb::none(), nb::arg("max_version") = nb::make_tuple(1, 1));
+    throw;
+  }
+}
+
+// Device memory behind one output of a call on svdq's own stream: a block of svdq's per-device scratch pool
+// (jit::scratch_alloc; stream-ordered, its release threshold unbounded, so a later call reuses the memory), held by a
+// capsule that is the output array's DLPack owner. The capsule's deleter runs when the last user lets the array go
+// (JAX: once the work it queued on the buffer has finished; its runtime releases external buffers after their last
+// use) and queues the release on svdq's stream, behind everything svdq ran on the buffer.
+struct PoolBlock {
+  void* base;
+  int device;
+  Stream stream;
+};
+
+void release_block(void* p) noexcept {
+  auto* b = static_cast<PoolBlock*>(p);
+  int prev = -1;
+  const bool had = cudaGetDevice(&prev) == cudaSuccess;
+  // The deleter may run on a thread of the consumer's with no current context: the device's is made current. The
+  // runtime's stream-ordered free takes a block of any pool; it fails only where the process is shutting CUDA down
+  // (nothing to give back to then), and the error it leaves is cleared.
+  if (cudaSetDevice(b->device) == cudaSuccess) {
+    if (cudaFreeAsync(b->base, b->stream) != cudaSuccess) cudaGetLastError();
+    if (had && prev != b->device) cudaSetDevice(prev);
+  } else {
+    cudaGetLastError();
+  }
+  delete b;
+}
+
+constexpr uint64_t kOutputAlign = 256;  // what cudaMalloc gives; JAX checks the alignment of the buffers it imports
+
 }  // namespace
+
+// svdq's own stream, not the DLPack "legacy default stream" (1): a non-blocking stream is ordered with nothing but
+// what svdq queues on it and what producers make it wait for, whereas work on the legacy default stream also waits
+// for, and holds up, every blocking stream of the process (CuPy's default stream among them).
+Stream own_stream(int device) {
+  static std::mutex mu;
+  static std::map<int, Stream> streams;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto it = streams.find(device);
+  if (it != streams.end()) return it->second;
+  cudaStream_t s = nullptr;
+  {
+    const DeviceGuard guard(device);
+    const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+      throw Error(ErrorCode::Cuda, "creating svdq's stream on CUDA device " + std::to_string(device) + ": " +
+                                       cudaGetErrorString(e));
+  }
+  streams.emplace(device, s);
+  return s;
+}
 
 const ExchangeApi* exchange_api(nb::handle o) {
   // A few types per process (torch.Tensor, nn.Parameter, ...): the last four looked up, with a reference to each
@@ -106,38 +189,71 @@ const ExchangeApi* exchange_api(nb::handle o) {
   return e.api;
 }
 
-CallArrays::CallArrays(const char* fn, nb::handle first) : fn_(fn), api_(exchange_api(first)) {}
+CallArrays::CallArrays(const char* fn, nb::handle first, bool own_stream)
+    : fn_(fn), api_(own_stream ? nullptr : exchange_api(first)), own_(own_stream) {}
 
-TensorView CallArrays::in(const char* arg, nb::handle h, DType want) {
-  const std::string where = std::string(fn_) + ": argument '" + arg + "'";
-  DlTensor t;
-  const ExchangeApi* api = exchange_api(h);
-  if (api && api->dltensor_from_py_object_no_sync) {
-    if (api->dltensor_from_py_object_no_sync(h.ptr(), &t) != 0) throw nb::python_error();
-  } else {
-    nb::ndarray<> a;  // no constraints: nanobind never copies (a copied output would lose the result)
-    if (!nb::try_cast(h, a, false))
-      type_error(where + " is a " + name_of_type(h) + ", not an array (svdq takes DLPack arrays: torch CUDA tensors, CuPy)");
-    t.data = a.data_handle();
-    t.device.device_type = a.device_type();
-    t.device.device_id = a.device_id();
-    t.ndim = static_cast<int32_t>(a.ndim());
-    t.dtype = a.dtype();
-    t.shape = const_cast<int64_t*>(a.shape_ptr());
-    t.strides = const_cast<int64_t*>(a.stride_ptr());
-    t.byte_offset = a.byte_offset();
-    keep_.push_back(std::move(a));
-  }
-  if (t.device.device_type != kDLCUDA)
+CallArrays::~CallArrays() {
+  if (!own_stream_ || finished_) return;
+  nb::gil_scoped_release release;
+  cudaStreamSynchronize(own_stream_);  // (an error here is the one the call is already raising, or will be next)
+}
+
+void CallArrays::check_device(const std::string& where, nb::handle h, int32_t device_type, int32_t device_id) {
+  if (device_type != kDLCUDA)
     type_error(where + " is a " + name_of_type(h) + " in " +
-               (t.device.device_type == kDLCPU ? std::string("host memory")
-                                               : "DLPack device type " + std::to_string(t.device.device_type) + " memory") +
+               (device_type == kDLCPU ? std::string("host memory")
+                                      : "DLPack device type " + std::to_string(device_type) + " memory") +
                "; svdq needs CUDA device memory");
-  if (device_ < 0) device_ = t.device.device_id;
-  if (t.device.device_id != device_)
-    throw nb::value_error((where + " is on CUDA device " + std::to_string(t.device.device_id) +
+  if (device_ < 0) device_ = device_id;
+  if (device_id != device_)
+    throw nb::value_error((where + " is on CUDA device " + std::to_string(device_id) +
                            ", the call's other arrays on device " + std::to_string(device_))
                               .c_str());
+}
+
+TensorView CallArrays::in(const char* arg, nb::handle h, DType want) { return import(arg, h, want, false); }
+
+TensorView CallArrays::import(const char* arg, nb::handle h, DType want, bool written) {
+  const std::string where = std::string(fn_) + ": argument '" + arg + "'";
+  const std::string not_an_array =
+      where + " is a " + name_of_type(h) + ", not an array (svdq takes DLPack arrays: torch CUDA tensors, CuPy, JAX)";
+  DlTensor t;
+  bool read_only = false;
+  const ExchangeApi* api = own_ ? nullptr : exchange_api(h);
+  if (own_) {
+    // The device first (its stream is the one the producer is asked to make the data ready on), then the data.
+    if (!nb::hasattr(h, "__dlpack__") || !nb::hasattr(h, "__dlpack_device__")) type_error(not_an_array);
+    const nb::object dev = h.attr("__dlpack_device__")();
+    check_device(where, h, nb::cast<int32_t>(nb::int_(dev[0])), nb::cast<int32_t>(nb::int_(dev[1])));
+    if (!own_stream_) own_stream_ = own_stream(device_);
+    nb::ndarray<nb::ro> a;
+    if (!nb::try_cast(dlpack_on_stream(h, own_stream_), a, false))
+      type_error(where + " (a " + name_of_type(h) + ") gave a DLPack capsule svdq cannot read");
+    fill(t, a);
+    keep_.push_back(std::move(a));
+  } else if (api && api->dltensor_from_py_object_no_sync) {
+    if (api->dltensor_from_py_object_no_sync(h.ptr(), &t) != 0) throw nb::python_error();
+    check_device(where, h, t.device.device_type, t.device.device_id);
+  } else {
+    // No constraints: nanobind never copies (a copied output would lose the result). Writable first; a read-only
+    // export (JAX's) is read again only to name what it is.
+    nb::ndarray<nb::ro> a;
+    nb::ndarray<> w;
+    if (nb::try_cast(h, w, false))
+      a = nb::ndarray<nb::ro>(w);
+    else if (nb::try_cast(h, a, false))
+      read_only = true;
+    else
+      type_error(not_an_array);
+    fill(t, a);
+    keep_.push_back(std::move(a));
+    check_device(where, h, t.device.device_type, t.device.device_id);
+  }
+  if (read_only && written)
+    type_error(where + " is a " + name_of_type(h) + " exported read-only; svdq writes only into writable arrays");
+  if (read_only)
+    type_error(where + " is a " + name_of_type(h) + " exported read-only (a JAX array): svdq reads such arrays only "
+               "in a call whose first array is one (JAX calls run on svdq's own stream)");
   bool ok = false;
   switch (want) {
     case DType::BF16: ok = is(t.dtype, 4, 16) || is(t.dtype, 1, 16) || is(t.dtype, 0, 16); break;
@@ -172,7 +288,11 @@ TensorView CallArrays::in_opt(const char* arg, nb::handle h, DType want) {
 
 TensorView CallArrays::out(const char* arg, nb::handle given, DType want, std::initializer_list<int64_t> shape,
                            nb::object* owner) {
-  if (!given.is_none()) return in(arg, given, want);
+  if (own_ && !given.is_none())
+    type_error(std::string(fn_) + ": argument '" + arg + "' must be None: a call on JAX arrays writes into no array it "
+               "is given (JAX arrays are immutable) and returns its results as new arrays");
+  if (!given.is_none()) return import(arg, given, want, true);
+  if (own_) return pool_out(arg, want, shape, owner);
   if (!api_)
     type_error(std::string(fn_) + ": argument '" + arg + "' must be given: the inputs' framework has no DLPack C exchange "
                "table (__dlpack_c_exchange_api__) to allocate it in");
@@ -206,7 +326,55 @@ TensorView CallArrays::out(const char* arg, nb::handle given, DType want, std::i
   return v;
 }
 
+TensorView CallArrays::pool_out(const char* arg, DType want, std::initializer_list<int64_t> shape, nb::object* owner) {
+  if (!own_stream_) type_error(std::string(fn_) + ": no CUDA device array to allocate argument '" + arg + "' beside");
+  const std::string what = std::string(fn_) + " (argument '" + arg + "')";
+  size_t dims[TensorView::kMaxDims] = {};
+  int n = 0;
+  int64_t bytes = want == DType::BF16 ? 2 : want == DType::F32 ? 4 : 1;
+  for (int64_t d : shape) {
+    if (d < 0) type_error(what + ": negative dimension " + std::to_string(d));
+    dims[n++] = static_cast<size_t>(d);
+    bytes = checked::mul(bytes, d, "the size of " + what);
+  }
+  // kOutputAlign more than the array, so that its start can be rounded up to kOutputAlign (at least one such block
+  // for an empty array, whose call the library refuses next, naming the rule)
+  const int64_t block_bytes = checked::add(bytes, static_cast<int64_t>(kOutputAlign), "the size of " + what);
+  void* base = nullptr;
+  {
+    const DeviceGuard guard(device_);
+    base = jit::scratch_alloc(static_cast<uint64_t>(block_bytes), device_, reinterpret_cast<CUstream>(own_stream_),
+                              what);
+  }
+  auto* block = new PoolBlock{base, device_, own_stream_};
+  nb::capsule keep;
+  try {
+    keep = nb::capsule(block, release_block);
+  } catch (...) {
+    release_block(block);
+    throw;
+  }
+  const uintptr_t data = (reinterpret_cast<uintptr_t>(base) + kOutputAlign - 1) / kOutputAlign * kOutputAlign;
+  // No framework: returned as a DLPack capsule ("dltensor") that holds a reference to `keep`.
+  nb::ndarray<> a(reinterpret_cast<void*>(data), static_cast<size_t>(n), dims, keep, nullptr, dl_dtype(want), kDLCUDA,
+                  device_);
+  *owner = nb::cast(a);
+  TensorView v;
+  v.data = reinterpret_cast<void*>(data);
+  v.dtype = want;
+  v.ndim = n;
+  int i = 0;
+  for (int64_t d : shape) v.shape[i++] = d;
+  return v;
+}
+
 Stream CallArrays::stream(nb::handle given) {
+  if (own_) {
+    if (!given.is_none())
+      type_error(std::string(fn_) + ": argument 'stream' must be None in a call on svdq's own stream (JAX arrays)");
+    if (!own_stream_) type_error(std::string(fn_) + ": no CUDA device array to run the call beside");
+    return own_stream_;
+  }
   if (!given.is_none()) return reinterpret_cast<Stream>(nb::cast<uintptr_t>(given));
   if (!api_)
     type_error(std::string(fn_) + ": argument 'stream' must be given: the inputs' framework has no DLPack C exchange "
@@ -214,6 +382,15 @@ Stream CallArrays::stream(nb::handle given) {
   void* s = nullptr;
   if (api_->current_work_stream(kDLCUDA, device_, &s) != 0) throw nb::python_error();
   return static_cast<Stream>(s);
+}
+
+void CallArrays::finish() {
+  if (!own_stream_ || finished_) return;
+  finished_ = true;
+  const cudaError_t e = cudaStreamSynchronize(own_stream_);
+  if (e != cudaSuccess)
+    throw Error(ErrorCode::Cuda, std::string(fn_) + ": waiting for svdq's stream on CUDA device " +
+                                     std::to_string(device_) + ": " + cudaGetErrorString(e));
 }
 
 DeviceGuard::DeviceGuard(int device) {

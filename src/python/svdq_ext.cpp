@@ -1,6 +1,9 @@
 // svdq._C: the public C++ API (include/svdq/svdq.hpp) for Python. Arrays arrive with no copy through their
-// framework's DLPack C exchange table (torch) or `__dlpack__` (CuPy, JAX, NumPy; python/arrays.hpp); outputs not
+// framework's DLPack C exchange table (torch) or `__dlpack__` (CuPy, NumPy, JAX; python/arrays.hpp); outputs not
 // passed are allocated by the framework of the first array, and a stream not passed is that framework's current one.
+// `own_stream=True` (JAX, which names no current stream) runs the call on svdq's own stream of the device instead:
+// inputs through `__dlpack__(stream=<it>)`, outputs from svdq's device memory pool returned as DLPack capsules, and
+// the stream synchronized before the call returns.
 // svdq::Error becomes ValueError (a rule of an argument broken) or RuntimeError (device, toolkit, compile, I/O) with its
 // message; a wrong dtype, memory kind or non-array is a TypeError naming the argument, raised before anything is
 // launched. `pdl`: -1 leaves programmatic dependent launch to SVDQ_PDL, 0 / 1 turn it off / on for that call
@@ -82,12 +85,13 @@ NB_MODULE(_C, m) {
 
   // The entry points: `out` / `workspace` / `stream` None = allocated by / the current stream of the framework of the
   // first array (one with a DLPack C exchange table, e.g. torch); returns the output(s). Every device array must be on
-  // one CUDA device, which is current during the call.
+  // one CUDA device, which is current during the call. `own_stream`: the call runs on svdq's own stream (CallArrays),
+  // `out` / `workspace` / `stream` must be None, and the outputs come back as DLPack capsules once they are complete.
   m.def(
       "mm_nvfp4_svdquant",
       [](nb::handle a, nb::handle b, nb::handle a_sf, nb::handle b_sf, nb::handle alpha, nb::handle d, nb::handle l1,
-         nb::handle bias, nb::handle out, nb::handle stream, int pdl) {
-        CallArrays c("mm_nvfp4_svdquant", a);
+         nb::handle bias, nb::handle out, nb::handle stream, int pdl, bool own_stream) {
+        CallArrays c("mm_nvfp4_svdquant", a, own_stream);
         const TensorView va = c.in("a", a, DType::U8), vb = c.in("b", b, DType::U8), vas = c.in("a_sf", a_sf, DType::U8),
                          vbs = c.in("b_sf", b_sf, DType::U8), val = c.in("alpha", alpha, DType::F32),
                          vd = c.in("d", d, DType::BF16), vl = c.in("l1", l1, DType::BF16),
@@ -101,17 +105,19 @@ NB_MODULE(_C, m) {
         const svdq::py::DeviceGuard device(c.device());
         const svdq::programs::ScopedPdl scoped(pdl);
         svdq::mm_nvfp4_svdquant(va, vb, vas, vbs, val, vd, vl, vbias, vo, s);
+        c.finish();
         return owner;
       },
       nb::arg("a"), nb::arg("b"), nb::arg("a_sf"), nb::arg("b_sf"), nb::arg("alpha"), nb::arg("d"), nb::arg("l1"),
       nb::arg("bias").none(), nb::arg("out").none() = nb::none(), nb::arg("stream").none() = nb::none(),
-      nb::arg("pdl") = -1);
+      nb::arg("pdl") = -1, nb::arg("own_stream") = false);
 
   m.def(
       "nvfp4_quantize",
-      [](nb::handle x, nb::handle pqs, nb::handle gs, nb::handle xq, nb::handle sf, int layout, nb::handle stream) {
+      [](nb::handle x, nb::handle pqs, nb::handle gs, nb::handle xq, nb::handle sf, int layout, nb::handle stream,
+         bool own_stream) {
         const char* fn = pqs.is_none() ? "nvfp4_quantize" : "nvfp4_quantize_smooth";
-        CallArrays c(fn, x);
+        CallArrays c(fn, x, own_stream);
         const TensorView vx = c.in("x", x, DType::BF16), vp = c.in_opt("pre_quant_scale", pqs, DType::BF16),
                          vg = c.in("global_scale", gs, DType::F32);
         const svdq::ScaleLayout l = as_layout(layout);
@@ -132,17 +138,19 @@ NB_MODULE(_C, m) {
             svdq::nvfp4_quantize_smooth(vx, vp, vg, vq, vs, l, st);
           else
             svdq::nvfp4_quantize(vx, vg, vq, vs, l, st);
+          c.finish();
         }
         return nb::make_tuple(q, s);
       },
       nb::arg("x"), nb::arg("pre_quant_scale").none(), nb::arg("global_scale"), nb::arg("xq").none() = nb::none(),
-      nb::arg("sf").none() = nb::none(), nb::arg("layout") = 0, nb::arg("stream").none() = nb::none());
+      nb::arg("sf").none() = nb::none(), nb::arg("layout") = 0, nb::arg("stream").none() = nb::none(),
+      nb::arg("own_stream") = false);
 
   m.def(
       "svdquant_linear",
       [](nb::handle x, nb::handle w, nb::handle wsf, nb::handle alpha, nb::handle pqs, nb::handle l2t, nb::handle l1,
-         nb::handle gs, nb::handle bias, nb::handle out, nb::handle ws, nb::handle stream, int pdl) {
-        CallArrays c("svdquant_linear", x);
+         nb::handle gs, nb::handle bias, nb::handle out, nb::handle ws, nb::handle stream, int pdl, bool own_stream) {
+        CallArrays c("svdquant_linear", x, own_stream);
         const TensorView vx = c.in("x", x, DType::BF16), vw = c.in("weight_fp4", w, DType::U8),
                          vws = c.in("weight_sf", wsf, DType::U8), va = c.in("alpha", alpha, DType::F32),
                          vp = c.in("pre_quant_scale", pqs, DType::BF16), vl2 = c.in("l2t_smoothed", l2t, DType::BF16),
@@ -165,12 +173,13 @@ NB_MODULE(_C, m) {
         const svdq::py::DeviceGuard device(c.device());
         const svdq::programs::ScopedPdl scoped(pdl);
         svdq::svdquant_linear(vx, vw, vws, va, vp, vl2, vl1, vg, vb, vo, vwk, s);
+        c.finish();
         return owner;
       },
       nb::arg("x"), nb::arg("weight_fp4"), nb::arg("weight_sf"), nb::arg("alpha"), nb::arg("pre_quant_scale"),
       nb::arg("l2t_smoothed"), nb::arg("l1_scaled"), nb::arg("global_scale"), nb::arg("bias").none(),
       nb::arg("out").none() = nb::none(), nb::arg("workspace").none() = nb::none(),
-      nb::arg("stream").none() = nb::none(), nb::arg("pdl") = -1);
+      nb::arg("stream").none() = nb::none(), nb::arg("pdl") = -1, nb::arg("own_stream") = false);
 
   // The SPEC §1 quantizer on the host (the reference the GPU matches byte for byte): x as BF16 bits (uint16) in host
   // memory, [M, K]; returns (codes uint8 [M, K/2], scales uint8) as bytes objects. Used for weights at

@@ -30,7 +30,9 @@ std::string derived_id(const Build& b) {
   const auto n = [](const char* tag, int64_t v) { return std::string("_") + tag + std::to_string(v); };
   switch (b.program) {
     case Program::PortableGemm: return "sm80_gemm" + n("m", b.bm) + n("s", b.stages) + n("t", b.tile_bufs);
-    case Program::QuantLora: return std::string("smxx_quant_lora") + (b.bm == 16 ? "_m16" : "") + n("s", b.stages);
+    case Program::QuantLora:
+      if (b.bn == 0) return "smxx_quantize" + n("s", b.stages);
+      return std::string("smxx_quant_lora") + (b.bm == 16 ? "_m16" : "") + n("s", b.stages);
     case Program::DequantFp16: return std::string("smxx_dequant_fp16") + (b.pairs ? "_pairs" : "");
     case Program::SmxxDecode: {
       const int warps = b.threads / 32;
@@ -177,6 +179,16 @@ Build quant_lora(int stages) {
   b.smem_bytes = std::max<int64_t>(quant_lora_kernel_smem(stages), 60 * 1024);
   return b;
 }
+// The 64-row pass compiled for quantization alone (no d, no FP16 copy): the x ring and the scale table, six CTAs
+// per SM (its launch bound, programs::kQuantizeCtasPerSm).
+Build quantize(int stages) {
+  Build b = simple(Program::QuantLora, 128);
+  b.bm = 64;
+  b.bn = 0;  // no rank columns
+  b.stages = stages;
+  b.smem_bytes = quant_lora_ring_smem(stages);
+  return b;
+}
 // Mirrors QuantLoraM16Config in kernels/quantize/smxx_quant_lora_m16.cuh: the decode form, `slots` K tiles in flight.
 Build quant_lora_m16(int slots) {
   Build b = simple(Program::QuantLora, 128);
@@ -250,6 +262,7 @@ std::vector<Build> make_builds() {
       gemm(64, 6, 2),
       quant_lora(3),
       quant_lora_m16(8),
+      quantize(3),
       dequant_fp16(256, 2),
       dequant_fp16(256, 2, true),
       // Small M on FP16 A: B into RS fragments beyond one wave, into two FP16 tiles (SS) within one (136-row tiles).
@@ -328,6 +341,12 @@ std::string Build::description() const {
          << " KiB smem, sm_" << min_cc << "+";
       break;
     case Program::QuantLora:
+      if (bn == 0) {
+        os << "NVFP4 quantize(_smooth) alone: the one pass over x without d or the FP16 copy, " << bm
+           << " rows per CTA, " << stages << "-slot cp.async ring, " << smem_bytes / 1024
+           << " KiB smem (six CTAs per SM), sm_" << min_cc << "+";
+        break;
+      }
       os << "one pass over x: NVFP4 quantize(_smooth) and d = x @ l2t (mma.sync), " << bm << " rows x " << bn
          << " rank columns per CTA, ";
       if (bm == 16) {
@@ -528,6 +547,15 @@ std::string render(const Build& b) {
            << ", \"registry smem_bytes differs from the kernel's\");\n"
            << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 3) " << b.kernel_name
            << "(const svdq_k::QuantLoraParams p) {\n  svdq_k::smxx_quant_lora_m16<" << b.stages << ">(p);\n}\n";
+        break;
+      }
+      if (b.bn == 0) {
+        os << "#include \"quantize/smxx_quant_lora.cuh\"\n"
+           << "static_assert(svdq_k::QuantLoraConfig<" << b.stages << ">::kSmemQuantize == " << b.smem_bytes
+           << ", \"registry quant_lora_ring_smem differs from the kernel's\");\n"
+           // Six CTAs (24 warps) per SM: registers capped at 80 (at 64, eight per SM, it spills).
+           << "extern \"C\" __global__ void __launch_bounds__(" << b.threads << ", 6) " << b.kernel_name
+           << "(const svdq_k::QuantLoraParams p) {\n  svdq_k::smxx_quant_lora<" << b.stages << ", false>(p);\n}\n";
         break;
       }
       os << "#include \"quantize/smxx_quant_lora.cuh\"\n"

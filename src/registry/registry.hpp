@@ -103,8 +103,9 @@ bool needs_fp16_b(const Build& b);
 const Build& dequant_fp16_for(const Build& gemm);
 // Bytes of such an FP16 copy of `rows` x K.
 int64_t fp16_copy_bytes(int64_t rows, int64_t k);
-// The shared memory of the 64-row pass's kernel (smxx_quant_lora_s<stages>; QuantLoraConfig::kSmem), and the part
-// a launch without d uses (the x ring and scale table; QuantLoraConfig::kSmemQuantize).
+// The shared memory of the 64-row pass's kernel (smxx_quant_lora_s<stages>; QuantLoraConfig::kSmem), and its x
+// ring and scale table alone (QuantLoraConfig::kSmemQuantize: a launch without d, and the pass compiled for
+// quantization alone, smxx_quantize_s<stages>).
 int64_t quant_lora_kernel_smem(int stages);
 int64_t quant_lora_ring_smem(int stages);
 // The persistent sm90_svdq_ws builds' tile order (kernels/sm90/ws/cta.cuh, set_tile): the column tile of tile

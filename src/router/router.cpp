@@ -141,8 +141,9 @@ int raster_group(const jit::DeviceTarget& dev, const MmShape& s, const registry:
 }
 
 const registry::Build& select_quant_lora(const jit::DeviceTarget&, int64_t m, bool with_d) {
-  // (56 and 58 KB of shared memory: both fit every sm_80+ device)
-  return registry::build_by_id(with_d && m <= kPassM16MaxM ? "smxx_quant_lora_m16_s8" : "smxx_quant_lora_s3");
+  // (26, 56 and 60 KB of shared memory: all fit every sm_80+ device)
+  if (!with_d) return registry::build_by_id("smxx_quantize_s3");
+  return registry::build_by_id(m <= kPassM16MaxM ? "smxx_quant_lora_m16_s8" : "smxx_quant_lora_s3");
 }
 
 const registry::Build& select_dequant_fp16(const jit::DeviceTarget&, const registry::Build& gemm) {

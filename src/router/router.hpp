@@ -14,9 +14,9 @@ namespace svdq::router {
 
 // SVDQ_FORCE_BUILD=<build id> overrides the choice (used to compare builds); an unknown or unusable ID is an error.
 const registry::Build& select_gemm(const jit::DeviceTarget& dev, const MmShape& shape);
-// The one-pass program over x (quantization, d = x @ l2t, or both) for M rows: with d and M <= kPassM16MaxM the
-// decode form (16-row tiles, a CTA per chunk of K with all its copies in flight), else the 64-row form. Both give the
-// same bytes. (Measured on an H100 against the 64-row form: faster at M = 1 ... 256, slower at 512 and 1024.)
+// The one-pass program over x (quantization, d = x @ l2t, or both) for M rows: without d the 64-row form compiled for
+// quantization alone (smxx_quantize_s3); with d and M <= kPassM16MaxM the decode form (16-row tiles, a CTA per chunk
+// of K with all its copies in flight), else the 64-row form. All give the same bytes. (Measured on an H100 against the 64-row form: faster at M = 1 ... 256, slower at 512 and 1024.)
 const registry::Build& select_quant_lora(const jit::DeviceTarget& dev, int64_t m, bool with_d);
 constexpr int64_t kPassM16MaxM = 256;
 const registry::Build& select_dequant_fp16(const jit::DeviceTarget& dev, const registry::Build& gemm);

@@ -64,13 +64,27 @@ TEST(QuantLoraCodec, DivideBySixIsCorrectlyRoundedForEveryBf16) {
 }
 
 TEST(QuantLoraPlan, QuantizationAloneCutsKOnlyForShortRowCounts) {
-  auto p = svdq::programs::plan_quant_lora(4096, 3072, 0, 132);  // 64 row tiles: about eight CTAs per SM
+  auto p = svdq::programs::plan_quant_lora(4096, 3072, 0, 132);  // 64 row tiles: one wave of six CTAs per SM
   EXPECT_EQ(p.row_tiles, 64);
-  EXPECT_GT(p.splits, 1);
-  EXPECT_GE(p.grid, 4 * 132);
+  EXPECT_EQ(p.chunk_tiles, 1);  // K cut at whole K tiles: no d, no chunks to keep
+  EXPECT_EQ(p.chunks, 48);
+  EXPECT_EQ(p.chunks_per_split, 4);  // 12 splits of 4 K tiles: 768 CTAs (one wave: 792)
+  EXPECT_EQ(p.splits, 12);
   EXPECT_EQ(p.grid, p.row_tiles * p.splits);
+  EXPECT_LE(p.grid, svdq::programs::kQuantizeCtasPerSm * 132);
   EXPECT_EQ(p.part_bytes, 0);
   EXPECT_EQ(p.flag_bytes, 0);
+  for (int64_t m : {1, 77, 512, 4608, 8448}) {  // every K tile in exactly one split, within one wave
+    for (int64_t k : {32, 3104, 12288, 14336}) {
+      p = svdq::programs::plan_quant_lora(m, k, 0, 132);
+      const int64_t ktiles = (k + 63) / 64;
+      SCOPED_TRACE("m " + std::to_string(m) + " k " + std::to_string(k));
+      EXPECT_EQ(p.chunks, ktiles);
+      EXPECT_GE(int64_t(p.splits) * p.chunks_per_split, ktiles);
+      EXPECT_LT(int64_t(p.splits - 1) * p.chunks_per_split, ktiles);
+      EXPECT_TRUE(p.grid <= svdq::programs::kQuantizeCtasPerSm * 132 || p.splits == 1);
+    }
+  }
   p = svdq::programs::plan_quant_lora(131072, 3072, 0, 132);  // 2048 row tiles: whole rows
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.grid, 2048);
@@ -104,21 +118,27 @@ TEST(QuantLoraPlan, ChunksAndGroupsDependOnKAloneAndCoverIt) {
       for (int64_t r : {0, 16, 32, 48, 128, 256}) {
         for (int sms : {132, 78, 16}) {
           const auto p = svdq::programs::plan_quant_lora(m, k, r, sms);
-          if (chunk_tiles < 0) {
-            chunk_tiles = p.chunk_tiles;
-            chunks = p.chunks;
-            group_chunks = p.group_chunks;
-          }
           SCOPED_TRACE("k " + std::to_string(k) + " m " + std::to_string(m) + " r " + std::to_string(r) + " SMs " +
                        std::to_string(sms));
-          EXPECT_EQ(p.chunk_tiles, chunk_tiles);
-          EXPECT_EQ(p.chunks, chunks);
-          EXPECT_EQ(p.group_chunks, group_chunks);
-          EXPECT_LE(p.chunks, svdq::programs::kQuantLoraMaxChunks);
-          EXPECT_LE((p.chunks + p.group_chunks - 1) / p.group_chunks, svdq::programs::kQuantLoraMaxGroups);
+          if (r == 0) {  // quantization alone: no d, so whole K tiles
+            EXPECT_EQ(p.chunk_tiles, 1);
+            EXPECT_EQ(p.chunks, ktiles);
+          } else {
+            if (chunk_tiles < 0) {
+              chunk_tiles = p.chunk_tiles;
+              chunks = p.chunks;
+              group_chunks = p.group_chunks;
+            }
+            EXPECT_EQ(p.chunk_tiles, chunk_tiles);
+            EXPECT_EQ(p.chunks, chunks);
+            EXPECT_EQ(p.group_chunks, group_chunks);
+            EXPECT_LE(p.chunks, svdq::programs::kQuantLoraMaxChunks);
+            EXPECT_LE((p.chunks + p.group_chunks - 1) / p.group_chunks, svdq::programs::kQuantLoraMaxGroups);
+          }
           EXPECT_GE(p.chunks * p.chunk_tiles, ktiles);
           EXPECT_LT((p.chunks - 1) * p.chunk_tiles, ktiles);  // no empty chunk
-          // The splits cover every chunk once, none empty; with d, a split holds whole groups or part of one.
+          // The splits cover every chunk once, none empty; with d, a split holds whole groups or part of one (then
+          // a group is whole splits: the kernel's per-group tail adds a group's chunks in its last split).
           EXPECT_GE(p.splits * p.chunks_per_split, p.chunks);
           EXPECT_LT((p.splits - 1) * p.chunks_per_split, p.chunks);
           if (r > 0 && p.splits > 1) {
@@ -177,6 +197,12 @@ TEST(QuantLoraPlan, LaunchSharedMemorySetsCtasPerSm) {
   EXPECT_EQ(p.grid, 576);
   EXPECT_EQ(svdq::programs::quant_lora_smem(b, p, true, 132), b.smem_bytes);
   EXPECT_LT(svdq::programs::quant_lora_smem(b, svdq::programs::plan_quant_lora(4608, 3072, 0, 132), false, 132), kernel);
+  // Quantization alone: its own build, whose ring and table let its six CTAs share an SM.
+  const auto& q = svdq::registry::build_by_id("smxx_quantize_s3");
+  EXPECT_EQ(q.smem_bytes, svdq::registry::quant_lora_ring_smem(q.stages));
+  EXPECT_LE(svdq::programs::kQuantizeCtasPerSm * (q.smem_bytes + 1024), 228 * 1024);
+  EXPECT_EQ(svdq::programs::quant_lora_smem(q, svdq::programs::plan_quant_lora(4608, 3072, 0, 132), false, 132),
+            q.smem_bytes);
   const auto& m16 = svdq::registry::build_by_id("smxx_quant_lora_m16_s8");
   EXPECT_EQ(svdq::programs::quant_lora_smem(m16, svdq::programs::plan_quant_lora_m16(16, 4096, 32), true, 132),
             m16.smem_bytes);
@@ -211,7 +237,8 @@ TEST(QuantLoraPlan, DecodeFormRoutedWithDUpToItsRowLimit) {
   EXPECT_EQ(svdq::router::select_quant_lora(dev, 1, true).id, "smxx_quant_lora_m16_s8");
   EXPECT_EQ(svdq::router::select_quant_lora(dev, svdq::router::kPassM16MaxM, true).id, "smxx_quant_lora_m16_s8");
   EXPECT_EQ(svdq::router::select_quant_lora(dev, svdq::router::kPassM16MaxM + 1, true).id, "smxx_quant_lora_s3");
-  EXPECT_EQ(svdq::router::select_quant_lora(dev, 1, false).id, "smxx_quant_lora_s3");  // quantization alone
+  EXPECT_EQ(svdq::router::select_quant_lora(dev, 1, false).id, "smxx_quantize_s3");  // quantization alone
+  EXPECT_EQ(svdq::router::select_quant_lora(dev, 4096, false).id, "smxx_quantize_s3");
 }
 
 TEST(QuantLoraPlan, ShapeArithmeticIsChecked) {

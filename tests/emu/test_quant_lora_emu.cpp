@@ -50,7 +50,9 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
         const std::vector<uint16_t>* l2t, int64_t r, bool swizzled, bool quantize, int sm_count, int a16 = -1,
         bool m16 = false) {
   Out o;
-  const svdq::registry::Build& build = svdq::registry::build_by_id(m16 ? "smxx_quant_lora_m16_s8" : "smxx_quant_lora_s3");
+  // (as router::select_quant_lora: quantization alone by its own build)
+  const svdq::registry::Build& build =
+      svdq::registry::build_by_id(m16 ? "smxx_quant_lora_m16_s8" : l2t ? "smxx_quant_lora_s3" : "smxx_quantize_s3");
   o.plan = svdq::programs::plan_for(build, m, k, l2t ? r : 0, sm_count);
   const auto& pl = o.plan;
   const svdq::ScaleLayout layout = swizzled ? svdq::ScaleLayout::Swizzled128x4 : svdq::ScaleLayout::Linear;
@@ -97,8 +99,12 @@ Out run(const std::vector<uint16_t>& x, const std::vector<uint16_t>* pqs, float 
     } else {
       EXPECT_EQ(smem, QuantLoraConfig<kStages>::kSmemQuantize);
     }
-    svdq_emu::launch(static_cast<unsigned>(pl.grid), QuantLoraConfig<kStages>::kThreads, static_cast<int>(smem),
-                     [&] { svdq_k::smxx_quant_lora<kStages>(p); });
+    svdq_emu::launch(static_cast<unsigned>(pl.grid), QuantLoraConfig<kStages>::kThreads, static_cast<int>(smem), [&] {
+      if (l2t)
+        svdq_k::smxx_quant_lora<kStages>(p);
+      else
+        svdq_k::smxx_quant_lora<kStages, false>(p);  // smxx_quantize_s3
+    });
   }
   expect_flags_consumed(flags, l2t && p.splits > 1 ? pl.grid / p.splits : 0, p.splits);
   return o;
@@ -194,7 +200,7 @@ TEST_P(QuantLoraEmu, CodesScalesAndDMatchTheReferences) {
   }
 }
 
-TEST_P(QuantLoraEmu, QuantizationAloneWithoutSmoothing) {
+TEST_P(QuantLoraEmu, QuantizationAloneWithAndWithoutSmoothing) {
   const Case c = GetParam();
   std::mt19937_64 g(static_cast<uint64_t>(c.m * 17 + c.k));
   const std::vector<uint16_t> x = random_x(g, c.m * c.k, true);
@@ -205,6 +211,17 @@ TEST_P(QuantLoraEmu, QuantizationAloneWithoutSmoothing) {
       EXPECT_TRUE(o.xq == want.q) << "gs " << gs << " SMs " << sm;
       EXPECT_TRUE(o.sf == want.sf) << "gs " << gs << " SMs " << sm;
     }
+  }
+  // Smoothed, both layouts (the quantization-alone build, as nvfp4_quantize_smooth runs it).
+  std::vector<uint16_t> pqs(static_cast<size_t>(c.k));
+  std::uniform_real_distribution<float> ud(0.5f, 2.0f);
+  for (auto& v : pqs) v = bits_bf16(ud(g));
+  for (bool swizzled : {true, false}) {
+    const svdq::ScaleLayout layout = swizzled ? svdq::ScaleLayout::Swizzled128x4 : svdq::ScaleLayout::Linear;
+    const Out o = run(x, &pqs, 37.5f, c.m, c.k, nullptr, 0, swizzled, true, 132);
+    const fmt::Quantized want = fmt::quantize_smooth_reference(x.data(), pqs.data(), c.m, c.k, 37.5f, layout);
+    EXPECT_TRUE(o.xq == want.q) << (swizzled ? "swizzled" : "linear");
+    EXPECT_TRUE(o.sf == want.sf) << (swizzled ? "swizzled" : "linear");
   }
 }
 
@@ -315,7 +332,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QuantLoraM16Emu,
                          });
 
 // The 64-row pass's l2t slot (l2t_slot_at): every (row, 16-byte chunk) of a 64 x 32 BF16 K tile has its own 16-byte
-// place in the 4 KB slot; each 8x8 matrix an ldmatrix.x4.trans of d's chain reads (k16 step s, tile pair np, lanes
+// place in the 4 KB slot; each 8x8 matrix an ldmatrix.x4.trans of d's chain reads (k16 step s, rank tile np, lanes
 // 8m..8m+7) touches 8 distinct bank groups; and every such address is the lane's one base plus np * 2048 + s * 512.
 TEST(QuantLoraLayout, L2tSlotIsConflictFreeWithOneBasePerLane) {
   std::vector<int> seen(4096 / 16, 0);
@@ -330,14 +347,15 @@ TEST(QuantLoraLayout, L2tSlotIsConflictFreeWithOneBasePerLane) {
     for (int np = 0; np < 2; ++np)
       for (int m = 0; m < 4; ++m) {
         int groups = 0;
+        // Matrix m of the A fragments of l2t^T (m16n8k16: a0 rows 0-7 / k 0-7, a1 rows 8-15, a2 k 8-15, a3 both): the
+        // step's K rows 8 (m / 2) .. + 7 (slot rows, ldmatrix's rows) and ranks 8 (m % 2) .. + 7 (a 16-byte chunk).
         for (int l = 8 * m; l < 8 * m + 8; ++l) {
-          const int row = ((l >> 3) & 1) * 8 + (l & 7);
-          const uint32_t base = svdq_k::l2t_slot_at(row, l >> 4);
-          const uint32_t at = base + np * 2048 + s * 512;
-          EXPECT_EQ(at, svdq_k::l2t_slot_at(16 * s + row, 2 * np + (l >> 4))) << "lane " << l << " step " << s;
+          const int row = 8 * (m >> 1) + (l & 7), chunk = 2 * np + (m & 1);
+          const uint32_t at = svdq_k::l2t_lane_base(l) + np * 2048 + s * 512;
+          EXPECT_EQ(at, svdq_k::l2t_slot_at(16 * s + row, chunk)) << "lane " << l << " step " << s;
           groups |= 1 << ((at / 16) % 8);
         }
-        EXPECT_EQ(groups, 0xFF) << "step " << s << " pair " << np << " matrix " << m;
+        EXPECT_EQ(groups, 0xFF) << "step " << s << " rank tile " << np << " matrix " << m;
       }
 }
 

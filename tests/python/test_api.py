@@ -8,7 +8,7 @@ import pytest
 import svdq
 from svdq import _C
 
-from conftest import GPU, TORCH
+from conftest import GPU, TORCH, needs_jax
 
 
 def test_version_matches_the_library():
@@ -83,6 +83,79 @@ def test_non_arrays_are_type_errors_naming_the_argument():
     with pytest.raises(TypeError, match=r"nvfp4_quantize: argument 'x' is a builtins.str, not an array"):
         _C.nvfp4_quantize("x", None, a, None, None, 0, 0)
     assert _C.has_exchange_api(a) is False  # NumPy goes through __dlpack__
+
+
+@needs_jax
+def test_jax_host_arrays_are_refused():
+    import jax
+    import jax.numpy as jnp
+
+    cpu = jax.devices("cpu")[0]
+    x = jax.device_put(jnp.zeros((128, 64), jnp.bfloat16), cpu)
+    a = jax.device_put(jnp.zeros((128, 32), jnp.uint8), cpu)
+    f = jax.device_put(jnp.ones(1, jnp.float32), cpu)
+    where = r"is a JAX array on cpu:0 \(host memory\); svdq needs CUDA device memory"
+    with pytest.raises(TypeError, match="nvfp4_quantize: argument 'x' " + where):
+        svdq.nvfp4_quantize(x, f)
+    with pytest.raises(TypeError, match="nvfp4_quantize_smooth: argument 'x' " + where):
+        svdq.nvfp4_quantize_smooth(x, x[0], f)
+    with pytest.raises(TypeError, match="mm_nvfp4_svdquant: argument 'a' " + where):
+        svdq.mm_nvfp4_svdquant(a, a, a, a, f, x, x)
+    with pytest.raises(TypeError, match="svdquant_linear: argument 'x' " + where):
+        svdq.svdquant_linear(x, a, a, f, x[0], x, x, f)
+    # The binding, on svdq's own stream (as the functions call it for JAX) and on a caller's stream.
+    with pytest.raises(TypeError, match=r"nvfp4_quantize: argument 'x' is a jax\S* in host memory; svdq needs CUDA"):
+        _C.nvfp4_quantize(x, None, f, None, None, 0, None, own_stream=True)
+    with pytest.raises(TypeError, match=r"svdquant_linear: argument 'x' is a jax\S* in host memory"):
+        _C.svdquant_linear(x, a, a, f, x[0], x, x, f, None, None, None, None, -1, own_stream=True)
+    with pytest.raises(TypeError, match=r"mm_nvfp4_svdquant: argument 'a' is a jax\S* in host memory"):
+        _C.mm_nvfp4_svdquant(a, a, a, a, f, x, x, None, None, 0)
+    with pytest.raises(TypeError, match=r"nvfp4_quantize: argument 'x' is a numpy.ndarray in host memory"):
+        _C.nvfp4_quantize(np.zeros((128, 64), np.uint16), None, f, None, None, 0, None, own_stream=True)
+    with pytest.raises(TypeError, match=r"nvfp4_quantize: argument 'x' is a builtins.str, not an array"):
+        _C.nvfp4_quantize("x", None, f, None, None, 0, None, own_stream=True)
+
+
+@needs_jax
+def test_jax_tracers_are_refused():
+    import jax
+    import jax.numpy as jnp
+
+    f = jnp.ones(1, jnp.float32)
+    with pytest.raises(TypeError, match="nvfp4_quantize: argument 'x' is a JAX tracer: svdq's functions run eagerly"):
+        jax.jit(lambda x: svdq.nvfp4_quantize(x, f))(jnp.zeros((128, 64), jnp.bfloat16))
+
+
+@needs_jax
+def test_jax_output_capsule_is_handed_over_once():
+    import jax
+
+    from svdq import _api
+
+    host = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    capsule = _api._Capsule(host.__dlpack__(), (1, 0))  # (a host array: the GPU path hands over CUDA memory alike)
+    assert capsule.__dlpack_device__() == (1, 0)
+    y = jax.dlpack.from_dlpack(capsule)
+    assert y.dtype == np.uint8 and y.shape == (16, 16)
+    assert np.array_equal(np.asarray(y), host)
+    with pytest.raises(BufferError, match="handed over already"):
+        capsule.__dlpack__()
+
+
+def test_import_without_jax():
+    """svdq imports and refuses host arrays as before where jax cannot be imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['jax'] = sys.modules['jaxlib'] = None\n"
+            "import numpy as np, svdq\n"
+            "try:\n"
+            "    svdq.nvfp4_quantize(np.zeros((128, 64), np.uint16), np.ones(1, np.float32))\n"
+            "except TypeError as e:\n"
+            "    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "argument 'x' is a NumPy array in host memory" in r.stdout, r.stdout
 
 
 def test_batch_invariant_mode_switches():
