@@ -154,8 +154,8 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   const int64_t flag_bytes = copy_flags ? programs::quant_lora_copy_flag_bytes(dev, pass, dm.m, dm.k, dm.rank) : 0;
   const int64_t total = checked::add(checked::add(a16_bytes, pass_bytes, "scratch"), checked::add(gemm_bytes, flag_bytes, "scratch"),
                                      "scratch");
-  programs::Scratch scratch(static_cast<uint64_t>(total), dev, stream,
-                            "the FP16 copy of x's codes and the split sums (" + gemm.id + ")");
+  programs::Scratch scratch(static_cast<uint64_t>(total), dev, stream, "the FP16 copy of x's codes and the split sums",
+                            gemm.id);
   q.a16 = scratch.bytes();
   q.a16_pairs = gemm.pairs;
   q.scratch_ready = pass_bytes > 0 ? scratch.bytes() + a16_bytes : nullptr;

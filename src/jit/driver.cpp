@@ -114,7 +114,7 @@ void encode_tma_2d(void* map128, const void* base, int elem_bytes, uint64_t cols
             std::to_string(elem_bytes) + " bytes, box " + std::to_string(box_rows) + " x " + std::to_string(box_cols) + ")");
 }
 
-void* scratch_alloc(uint64_t bytes, int device, CUstream stream, const std::string& what) {
+void* scratch_alloc(uint64_t bytes, int device, CUstream stream, std::string_view what, std::string_view who) {
   const DriverApi& d = api();
   static std::mutex mu;
   static std::map<int, CUmemoryPool> pools;
@@ -135,8 +135,10 @@ void* scratch_alloc(uint64_t bytes, int device, CUstream stream, const std::stri
     pool = it->second;
   }
   CUdeviceptr ptr = 0;
-  check(d.mem_alloc_from_pool_async(&ptr, bytes, pool, stream),
-        "allocating " + std::to_string(bytes) + " bytes of scratch memory for " + what);
+  const CUresult r = d.mem_alloc_from_pool_async(&ptr, bytes, pool, stream);
+  if (r != CUDA_SUCCESS)
+    check(r, "allocating " + std::to_string(bytes) + " bytes of scratch memory for " + std::string(what) +
+                 (who.empty() ? "" : " (" + std::string(who) + ")"));
   return reinterpret_cast<void*>(ptr);
 }
 
@@ -158,9 +160,9 @@ void launch(const LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsign
             void** params, bool programmatic, unsigned cluster_x, unsigned cluster_y) {
   const bool clustered = cluster_x * cluster_y > 1;
   if (!programmatic && !clustered) {
-    check(api().launch_kernel(reinterpret_cast<CUfunction>(k.kernel), gx, gy, gz, bx, 1, 1, smem, stream, params,
-                              nullptr),
-          "launching a kernel of module " + k.unit);
+    const CUresult r = api().launch_kernel(reinterpret_cast<CUfunction>(k.kernel), gx, gy, gz, bx, 1, 1, smem, stream,
+                                           params, nullptr);
+    if (r != CUDA_SUCCESS) check(r, "launching a kernel of module " + k.unit);  // (the message built only then)
     return;
   }
   if (clustered && (cluster_x == 0 || cluster_y == 0 || gx % cluster_x != 0 || gy % cluster_y != 0))
@@ -192,9 +194,10 @@ void launch(const LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsign
   cfg.hStream = stream;
   cfg.attrs = attrs;
   cfg.numAttrs = n;
-  check(api().launch_kernel_ex(&cfg, reinterpret_cast<CUfunction>(k.kernel), params, nullptr),
-        "launching a kernel of module " + k.unit + (programmatic ? " (programmatic dependent launch)" : "") +
-            (clustered ? " (clusters of " + std::to_string(cluster_x) + " x " + std::to_string(cluster_y) + ")" : ""));
+  const CUresult r = api().launch_kernel_ex(&cfg, reinterpret_cast<CUfunction>(k.kernel), params, nullptr);
+  if (r != CUDA_SUCCESS)
+    check(r, "launching a kernel of module " + k.unit + (programmatic ? " (programmatic dependent launch)" : "") +
+                 (clustered ? " (clusters of " + std::to_string(cluster_x) + " x " + std::to_string(cluster_y) + ")" : ""));
 }
 
 }  // namespace svdq::jit

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace svdq::jit {
@@ -31,7 +32,8 @@ void encode_tma_2d(void* map128, const void* base, int elem_bytes, uint64_t cols
 // repeated call reuses the same physical memory instead of mapping it again). The allocation is usable by work
 // queued on `stream` after this call; scratch_free queues its release behind that work. Throws svdq::Error(Cuda)
 // (out of memory included) naming `what`.
-void* scratch_alloc(uint64_t bytes, int device, CUstream stream, const std::string& what);
+// what (and who: the build or function it serves) name it in the error of a failed allocation.
+void* scratch_alloc(uint64_t bytes, int device, CUstream stream, std::string_view what, std::string_view who = {});
 void scratch_free(void* ptr, CUstream stream);
 // Stream-ordered zeroing of `bytes` bytes at `ptr` (a node of its own when the stream is being captured).
 void zero_async(void* ptr, uint64_t bytes, CUstream stream, const std::string& what);

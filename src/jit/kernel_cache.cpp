@@ -7,6 +7,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string_view>
+#include <tuple>
 
 #include "common/env.hpp"
 #include "jit/disk_cache.hpp"
@@ -20,8 +23,23 @@ namespace {
 
 std::mutex g_mutex;
 std::map<std::string, std::unique_ptr<LoadedKernel>> g_kernels;  // unit|device -> kernel
-std::map<std::string, const LoadedKernel*> g_by_build;           // build id|device -> kernel
-std::map<std::string, std::string> g_sources;                    // build id|device -> where it was loaded from
+// A loaded build's key: its ID, device and the test-only perturbed form apart. Compared as views, so the lookup on
+// every launch copies no string.
+struct BuildKey {
+  std::string_view id;
+  int ordinal = 0;
+  bool perturbed = false;
+};
+struct BuildKeyLess {
+  bool operator()(const BuildKey& a, const BuildKey& b) const {
+    return std::tie(a.ordinal, a.perturbed, a.id) < std::tie(b.ordinal, b.perturbed, b.id);
+  }
+};
+// build -> kernel, and where it was loaded from. A stored key's ID views its copy in g_ids (the Build a caller passed
+// need not outlive the entry).
+std::map<BuildKey, const LoadedKernel*, BuildKeyLess> g_by_build;
+std::map<BuildKey, std::string, BuildKeyLess> g_sources;
+std::set<std::string> g_ids;
 std::map<int, std::unique_ptr<DeviceTarget>> g_devices;
 CacheStats g_stats;
 
@@ -56,7 +74,7 @@ const DeviceTarget& current_device() {
 }
 
 std::string target_for_cc(int cc) {
-  const std::vector<int> archs = nvrtc_supported_archs();
+  const std::vector<int>& archs = nvrtc_supported_archs();
   if (std::find(archs.begin(), archs.end(), cc) != archs.end()) {
     // Arch-specific ("a") targets exist from 9.0 on; a cubin for them runs on exactly this CC.
     return "sm_" + std::to_string(cc) + (cc >= 90 ? "a" : "");
@@ -191,18 +209,23 @@ void check_runnable(const registry::Build& build, const DeviceTarget& dev) {
                                             std::to_string(dev.smem_optin));
 }
 
-// The in-memory key of a build's loaded kernel: its ID and device (and the test-only perturbed form apart).
-std::string build_key(const registry::Build& build, const DeviceTarget& dev) {
-  return build.id + "|" + std::to_string(dev.ordinal) + (registry::testing::perturbed_timing() ? "|perturbed" : "");
+BuildKey key_of(const registry::Build& build, const DeviceTarget& dev) {
+  return {build.id, dev.ordinal, registry::testing::perturbed_timing()};
+}
+
+// The key to store: its ID a string that outlives the entry.
+BuildKey stored_key(const registry::Build& build, const DeviceTarget& dev) {
+  BuildKey k = key_of(build, dev);
+  k.id = *g_ids.emplace(build.id).first;
+  return k;
 }
 
 }  // namespace
 
 const LoadedKernel& get_kernel(const registry::Build& build, const DeviceTarget& dev) {
   // Hot path: one map lookup keyed by the build (IDs are unique) and device; hashing and rendering happen once.
-  const std::string fast_key = build_key(build, dev);
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (auto it = g_by_build.find(fast_key); it != g_by_build.end()) {
+  if (auto it = g_by_build.find(key_of(build, dev)); it != g_by_build.end()) {
     ++g_stats.hits;
     return *it->second;
   }
@@ -215,8 +238,9 @@ const LoadedKernel& get_kernel(const registry::Build& build, const DeviceTarget&
   if (f.source == "aot") ++g_stats.aot_loads;
   if (f.source == "disk") ++g_stats.disk_loads;
   const LoadedKernel* loaded = g_kernels.emplace(unit + "|" + std::to_string(dev.ordinal), std::move(k)).first->second.get();
-  g_by_build[fast_key] = loaded;
-  g_sources[fast_key] = f.detail;
+  const BuildKey key = stored_key(build, dev);
+  g_by_build[key] = loaded;
+  g_sources[key] = f.detail;
   return *loaded;
 }
 
@@ -224,10 +248,9 @@ Resolution resolve(const registry::Build& build, const DeviceTarget& dev) {
   Resolution r;
   r.unit = registry::unit_name(build);
   std::lock_guard<std::mutex> lock(g_mutex);
-  const std::string fast_key = build_key(build, dev);
-  if (g_by_build.count(fast_key)) {
+  if (auto it = g_sources.find(key_of(build, dev)); it != g_sources.end()) {
     r.source = "memory";
-    r.detail = "loaded in this process from " + g_sources[fast_key];
+    r.detail = "loaded in this process from " + it->second;
     return r;
   }
   try {

@@ -81,11 +81,15 @@ std::string nvrtc_version() {
   return std::to_string(v / 10) + "." + std::to_string(v % 10);
 }
 
-std::vector<int> nvrtc_supported_archs() {
-  int n = 0;
-  check(nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
-  std::vector<int> archs(n);
-  if (n > 0) check(nvrtcGetSupportedArchs(archs.data()), "nvrtcGetSupportedArchs");
+const std::vector<int>& nvrtc_supported_archs() {
+  // Asked on every routed call (the device's target): the loaded NVRTC cannot change within a process.
+  static const std::vector<int> archs = [] {
+    int n = 0;
+    check(nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
+    std::vector<int> a(n);
+    if (n > 0) check(nvrtcGetSupportedArchs(a.data()), "nvrtcGetSupportedArchs");
+    return a;
+  }();
   return archs;
 }
 

@@ -20,6 +20,6 @@ std::vector<std::string> base_options();
 
 std::string nvrtc_version();           // "13.0"
 int nvrtc_version_number();            // 130
-std::vector<int> nvrtc_supported_archs();  // e.g. {75, 80, 86, ..., 121}
+const std::vector<int>& nvrtc_supported_archs();  // e.g. {75, 80, 86, ..., 121}
 
 }  // namespace svdq::jit

@@ -70,7 +70,7 @@ void launch_smxx_gemv(const MmLaunch& L) {
   std::optional<Scratch> a16s, split;
   if (!L.a16_ready)
     a16s.emplace(static_cast<uint64_t>(registry::fp16_copy_bytes(p.m, p.k)), L.dev, L.stream,
-                 "the FP16 copy of a (" + build.id + ")");
+                 "the FP16 copy of a", build.id);
   svdq_k::GemvParams gp{};
   gp.mm = p;
   gp.a16 = static_cast<const svdq_k::u16*>(L.a16_ready ? L.a16_ready : a16s->get());
@@ -86,7 +86,7 @@ void launch_smxx_gemv(const MmLaunch& L) {
   if (plan.splits > 1) {
     char* bytes = static_cast<char*>(L.split_ready);
     if (!bytes) {
-      split.emplace(static_cast<uint64_t>(split_bytes(plan)), L.dev, L.stream, "the partial sums of " + build.id);
+      split.emplace(static_cast<uint64_t>(split_bytes(plan)), L.dev, L.stream, "the partial sums", build.id);
       bytes = split->bytes();
     }
     gp.part = reinterpret_cast<float*>(bytes);

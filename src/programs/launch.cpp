@@ -29,8 +29,8 @@ void launch_kernel(const registry::Build& b, const jit::DeviceTarget& dev, unsig
               reinterpret_cast<CUstream>(stream), args, programmatic);
 }
 
-Scratch::Scratch(uint64_t bytes, const jit::DeviceTarget& dev, Stream stream, const std::string& what)
-    : ptr_(jit::scratch_alloc(bytes, dev.ordinal, reinterpret_cast<CUstream>(stream), what)), stream_(stream) {}
+Scratch::Scratch(uint64_t bytes, const jit::DeviceTarget& dev, Stream stream, const char* what, std::string_view who)
+    : ptr_(jit::scratch_alloc(bytes, dev.ordinal, reinterpret_cast<CUstream>(stream), what, who)), stream_(stream) {}
 
 void Scratch::release() {
   void* p = ptr_;

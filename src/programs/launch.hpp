@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "jit/kernel_cache.hpp"
 #include "registry/registry.hpp"
@@ -20,7 +21,8 @@ void launch_kernel(const registry::Build& b, const jit::DeviceTarget& dev, unsig
 // release() (whose failure is an error like any other), or by the destructor when something threw on the way.
 class Scratch {
  public:
-  Scratch(uint64_t bytes, const jit::DeviceTarget& dev, Stream stream, const std::string& what);
+  // "what (who)" names it in the error of a failed allocation (who: the build or function it serves).
+  Scratch(uint64_t bytes, const jit::DeviceTarget& dev, Stream stream, const char* what, std::string_view who);
   ~Scratch();
   void release();
   Scratch(const Scratch&) = delete;

@@ -174,7 +174,7 @@ uint64_t launch_quant_lora(const char* fn, const jit::DeviceTarget& dev, const r
   char* bytes = static_cast<char*>(a.scratch_ready);
   if (!bytes) {
     scratch.emplace(static_cast<uint64_t>(checked::add(part, plan.flag_bytes, "scratch")), dev, stream,
-                    std::string("the partial sums of d (") + fn + ")");
+                    "the partial sums of d", fn);
     bytes = scratch->bytes();
   }
   p.part = reinterpret_cast<float*>(bytes);

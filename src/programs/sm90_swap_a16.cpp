@@ -19,7 +19,7 @@ void launch_sm90_swap_a16(const MmLaunch& L) {
   std::optional<Scratch> scratch;
   if (!L.a16_ready)
     scratch.emplace(static_cast<uint64_t>(registry::fp16_copy_bytes(p.m, p.k)), L.dev, L.stream,
-                    "the FP16 copy of a (" + build.id + ")");
+                    "the FP16 copy of a", build.id);
   void* a16 = L.a16_ready ? const_cast<void*>(L.a16_ready) : scratch->get();
   svdq_k::Sm90WsParams wp{};
   wp.mm = p;

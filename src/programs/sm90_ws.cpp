@@ -46,14 +46,14 @@ void launch_with_copy(const MmLaunch& L) {
   std::optional<Scratch> b16;
   if (!ready)
     b16.emplace(static_cast<uint64_t>(registry::fp16_copy_bytes(p.n, p.k)), L.dev, L.stream,
-                std::string("the FP16 copy of ") + (build.trans ? "a" : "b") + " (" + build.id + ")");
+                build.trans ? "the FP16 copy of a" : "the FP16 copy of b", build.id);
   // Stream-K: gx + 1 slots of partial sums (256 threads x bn / 2 floats), then a flag per slot.
   const int64_t sk_slot = int64_t(256) * (build.bn / 2) * 4, sk_slots = int64_t(L.gx) + 1;
   std::optional<Scratch> sk;
   if (build.stream_k)
     sk.emplace(static_cast<uint64_t>(checked::add(checked::mul(sk_slots, sk_slot, "stream-K scratch"),
                                                   checked::mul(sk_slots, 8, "stream-K flags"), "stream-K scratch")),
-               L.dev, L.stream, "the GEMM's scratch (" + build.id + ")");
+               L.dev, L.stream, "the GEMM's scratch", build.id);
   void* b16_ptr = ready ? const_cast<void*>(L.a16_ready) : b16->get();
   svdq_k::Sm90WsParams wp = ws_params(L, b16_ptr);
   if (sk) {
@@ -82,7 +82,7 @@ void launch_idle_converters(const MmLaunch& L) {
   const int64_t copy_bytes = checked::round_up(registry::fp16_copy_bytes(p.n, p.k), 256, "FP16 copy bytes");
   const uint64_t bytes = static_cast<uint64_t>(checked::add(copy_bytes, checked::mul(units, 16, "FP16 copy flags"), "scratch"));
   jit::get_kernel(build, L.dev);  // the module loaded (or its error thrown) before anything is allocated
-  Scratch scratch(bytes, L.dev, L.stream, "the FP16 copy of b (" + build.id + ")");
+  Scratch scratch(bytes, L.dev, L.stream, "the FP16 copy of b", build.id);
   svdq_k::Sm90WsParams wp = ws_params(L, scratch.get());
   wp.b16 = static_cast<svdq_k::u16*>(scratch.get());
   wp.b16_flags = reinterpret_cast<svdq_k::u64*>(scratch.bytes() + copy_bytes);

@@ -409,22 +409,27 @@ const std::vector<Build>& all_builds() {
   return builds;
 }
 
-const Build* find_build(const std::string& id) {
-  const auto former = former_ids().find(id);
-  const std::string& want = former == former_ids().end() ? id : former->second;
-  for (const auto& b : all_builds())
-    if (b.id == want) return &b;
-  return nullptr;
+const Build* find_build(std::string_view id) {
+  // Asked on every routed call: an index of the IDs (and the former IDs) built once, looked up without a copy.
+  static const std::map<std::string, const Build*, std::less<>> index = [] {
+    std::map<std::string, const Build*, std::less<>> m;
+    for (const auto& b : all_builds()) m.emplace(b.id, &b);
+    for (const auto& [former, now] : former_ids())
+      if (auto it = m.find(now); it != m.end()) m.emplace(former, it->second);
+    return m;
+  }();
+  const auto it = index.find(id);
+  return it == index.end() ? nullptr : it->second;
 }
 
 const std::vector<std::string>& retired_ids() { return retired(); }
 const std::map<std::string, std::string>& former_build_ids() { return former_ids(); }
 
-const Build& build_by_id(const std::string& id) {
+const Build& build_by_id(std::string_view id) {
   if (const Build* b = find_build(id)) return *b;
   std::string known;
   for (const auto& b : all_builds()) known += (known.empty() ? "" : ", ") + b.id;
-  throw Error(ErrorCode::InvalidArgument, "unknown build id '" + id + "' (known: " + known + ")");
+  throw Error(ErrorCode::InvalidArgument, "unknown build id '" + std::string(id) + "' (known: " + known + ")");
 }
 
 int max_smem_optin_for_cc(int cc) {

@@ -54,15 +54,15 @@ const registry::Build& heuristic_gemm(int cc, int sm_count, int smem_per_sm, int
   // column tiles (its column-major order streams A once per column tile). The measurements behind each threshold:
   // docs/design.md, "Why the heuristic picks what it does".
   constexpr int64_t kIdleMaxColTiles = 16;
-  const registry::Build& wide = registry::build_by_id("sm90_ws_n256_s8_b5_pairs");
-  const registry::Build& wide_idle = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_idle");
-  const registry::Build& wide_pers = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers");
-  const registry::Build& wide_sk = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_sk");
-  const registry::Build& wide_pers_t = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_trans");
-  const registry::Build& narrow = registry::build_by_id("sm90_ws_n128_s8_b6");
+  static const registry::Build& wide = registry::build_by_id("sm90_ws_n256_s8_b5_pairs");
+  static const registry::Build& wide_idle = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_idle");
+  static const registry::Build& wide_pers = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers");
+  static const registry::Build& wide_sk = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_sk");
+  static const registry::Build& wide_pers_t = registry::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_trans");
+  static const registry::Build& narrow = registry::build_by_id("sm90_ws_n128_s8_b6");
   if (registry::runs_on_cc(wide, cc) && wide.smem_bytes <= smem_optin && narrow.smem_bytes <= smem_optin) {
     // Decode-sized M (default mode): the GEMV streams the weights over every SM, K split over warps and CTAs.
-    const registry::Build& gemv = registry::build_by_id("smxx_gemv_m8_n16_w4_d4");
+    static const registry::Build& gemv = registry::build_by_id("smxx_gemv_m8_n16_w4_d4");
     if (!canonical_only && s.m <= kGemvMaxM && gemv.smem_bytes + 1024 <= smem_per_sm) return gemv;
     if (s.m <= kSwapMaxM) return small_m_build(sm_count, s);
     const int64_t row_tiles = (s.m + 127) / 128;
@@ -142,8 +142,10 @@ int raster_group(const jit::DeviceTarget& dev, const MmShape& s, const registry:
 
 const registry::Build& select_quant_lora(const jit::DeviceTarget&, int64_t m, bool with_d) {
   // (26, 56 and 60 KB of shared memory: all fit every sm_80+ device)
-  if (!with_d) return registry::build_by_id("smxx_quantize_s3");
-  return registry::build_by_id(m <= kPassM16MaxM ? "smxx_quant_lora_m16_s8" : "smxx_quant_lora_s3");
+  static const registry::Build& quantize = registry::build_by_id("smxx_quantize_s3");
+  static const registry::Build& m16 = registry::build_by_id("smxx_quant_lora_m16_s8");
+  static const registry::Build& m64 = registry::build_by_id("smxx_quant_lora_s3");
+  return !with_d ? quantize : m <= kPassM16MaxM ? m16 : m64;
 }
 
 const registry::Build& select_dequant_fp16(const jit::DeviceTarget&, const registry::Build& gemm) {

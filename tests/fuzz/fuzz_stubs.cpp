@@ -25,6 +25,6 @@ CompileOutput compile_unit(const std::string&, const std::string&, const std::st
 std::vector<std::string> base_options() { not_in_fuzz_build("jit::base_options"); }
 std::string nvrtc_version() { not_in_fuzz_build("jit::nvrtc_version"); }
 int nvrtc_version_number() { not_in_fuzz_build("jit::nvrtc_version_number"); }
-std::vector<int> nvrtc_supported_archs() { not_in_fuzz_build("jit::nvrtc_supported_archs"); }
+const std::vector<int>& nvrtc_supported_archs() { not_in_fuzz_build("jit::nvrtc_supported_archs"); }
 std::string target_for_cc(int) { not_in_fuzz_build("jit::target_for_cc"); }
 }  // namespace svdq::jit
