@@ -25,21 +25,21 @@ int64_t check_tensor(const char* fn, const char* name, const TensorView& t, std:
                      int ndim /* -1: any of 1..4 */, int64_t align = 16) {
   if (!t.data) fail(fn, name, "must not be null");
   bool dtype_ok = false;
-  std::string allowed;
-  for (DType d : dtypes) {
-    dtype_ok |= (t.dtype == d);
-    allowed += (allowed.empty() ? "" : " or ") + std::string(to_string(d));
+  for (DType d : dtypes) dtype_ok |= (t.dtype == d);
+  if (!dtype_ok) {
+    std::string allowed;
+    for (DType d : dtypes) allowed += (allowed.empty() ? "" : " or ") + std::string(to_string(d));
+    fail(fn, name, std::string("must have dtype ") + allowed + ", got " + to_string(t.dtype));
   }
-  if (!dtype_ok) fail(fn, name, std::string("must have dtype ") + allowed + ", got " + to_string(t.dtype));
   if (t.ndim < 1 || t.ndim > TensorView::kMaxDims || (ndim >= 0 && t.ndim != ndim))
     fail(fn, name, "must have " + (ndim >= 0 ? std::to_string(ndim) : std::string("1 to 4")) + " dimensions, got " +
                        std::to_string(t.ndim));
   int64_t numel = 1;
   for (int i = 0; i < t.ndim; ++i) {
     if (t.shape[i] < 0) fail(fn, name, "has a negative dimension " + shape_str(t));
-    numel = checked::mul(numel, t.shape[i], std::string(fn) + ": numel of '" + name + "'");
+    numel = checked::mul(numel, t.shape[i], {fn, ": numel of '", name, "'"});
   }
-  checked::mul(numel, dtype_size(t.dtype), std::string(fn) + ": bytes of '" + name + "'");
+  checked::mul(numel, dtype_size(t.dtype), {fn, ": bytes of '", name, "'"});
   bool all_zero = true;
   for (int i = 0; i < t.ndim; ++i) all_zero &= (t.strides[i] == 0);
   if (!all_zero) {
@@ -48,7 +48,7 @@ int64_t check_tensor(const char* fn, const char* name, const TensorView& t, std:
       if (t.shape[i] != 1 && t.strides[i] != expect)
         fail(fn, name, "must be contiguous row-major (dimension " + std::to_string(i) + " has stride " +
                            std::to_string(t.strides[i]) + ", expected " + std::to_string(expect) + ")");
-      expect = checked::mul(expect, t.shape[i], std::string(fn) + ": strides of '" + name + "'");
+      expect = checked::mul(expect, t.shape[i], {fn, ": strides of '", name, "'"});
     }
   }
   if (reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(align) != 0)
@@ -139,7 +139,7 @@ MmDims validate_mm(const TensorView& a, const TensorView& b, const TensorView& a
   r.n = b.shape[0];
   if (r.m < 1) fail(fn, "a", "must have M >= 1 rows, got shape " + shape_str(a));
   if (r.m > kMaxM) fail(fn, "a", "has M = " + std::to_string(r.m) + " rows; at most " + std::to_string(kMaxM) + " are supported");
-  r.k = checked::mul(a.shape[1], 2, std::string(fn) + ": K");
+  r.k = checked::mul(a.shape[1], 2, {fn, ": K"});
   check_k(fn, "a", r.k);
   if (b.shape[1] != a.shape[1])
     fail(fn, "b", "must have the same K as 'a' (b.shape[1] = " + std::to_string(b.shape[1]) + " != a.shape[1] = " +
@@ -185,7 +185,7 @@ QuantDims validate_quantize(const char* fn, const TensorView& x, const TensorVie
   check_tensor(fn, "xq", xq, {DType::U8}, 2);
   check_dims(fn, "xq", xq, {r.m, r.k / 2}, "[M, K/2]");
   check_scale_buffer(fn, "sf", sf, r.m, r.k, layout, "M");
-  checked::mul(scale_buffer_bytes(r.m, r.k, layout), 1, std::string(fn) + ": scale grid");
+  checked::mul(scale_buffer_bytes(r.m, r.k, layout), 1, {fn, ": scale grid"});
   static const TensorView none;
   check_no_overlap(fn, "xq", xq, {{"x", &x}, {"pre_quant_scale", pqs ? pqs : &none}, {"global_scale", &global_scale},
                                   {"sf", &sf}});

@@ -68,8 +68,8 @@ TensorView::TensorView(const void* ptr, DType t, std::initializer_list<int64_t> 
 }
 
 namespace checked {
-void fail(const char* op, int64_t a, int64_t b, std::string_view what) {
-  throw Error(ErrorCode::Overflow, "checked arithmetic: " + std::string(what) + ": " + std::to_string(a) + " " + op + " " +
+void fail(const char* op, int64_t a, int64_t b, const What& what) {
+  throw Error(ErrorCode::Overflow, "checked arithmetic: " + what.str() + ": " + std::to_string(a) + " " + op + " " +
                                        std::to_string(b) + (std::string(op) == "/" || std::string(op) == "ceil_div"
                                                                 ? " divides by zero or overflows int64"
                                                                 : " overflows int64"));

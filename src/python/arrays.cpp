@@ -198,15 +198,17 @@ CallArrays::~CallArrays() {
   cudaStreamSynchronize(own_stream_);  // (an error here is the one the call is already raising, or will be next)
 }
 
-void CallArrays::check_device(const std::string& where, nb::handle h, int32_t device_type, int32_t device_id) {
+std::string CallArrays::where(const char* arg) const { return std::string(fn_) + ": argument '" + arg + "'"; }
+
+void CallArrays::check_device(const char* arg, nb::handle h, int32_t device_type, int32_t device_id) {
   if (device_type != kDLCUDA)
-    type_error(where + " is a " + name_of_type(h) + " in " +
+    type_error(where(arg) + " is a " + name_of_type(h) + " in " +
                (device_type == kDLCPU ? std::string("host memory")
                                       : "DLPack device type " + std::to_string(device_type) + " memory") +
                "; svdq needs CUDA device memory");
   if (device_ < 0) device_ = device_id;
   if (device_id != device_)
-    throw nb::value_error((where + " is on CUDA device " + std::to_string(device_id) +
+    throw nb::value_error((where(arg) + " is on CUDA device " + std::to_string(device_id) +
                            ", the call's other arrays on device " + std::to_string(device_))
                               .c_str());
 }
@@ -214,26 +216,27 @@ void CallArrays::check_device(const std::string& where, nb::handle h, int32_t de
 TensorView CallArrays::in(const char* arg, nb::handle h, DType want) { return import(arg, h, want, false); }
 
 TensorView CallArrays::import(const char* arg, nb::handle h, DType want, bool written) {
-  const std::string where = std::string(fn_) + ": argument '" + arg + "'";
-  const std::string not_an_array =
-      where + " is a " + name_of_type(h) + ", not an array (svdq takes DLPack arrays: torch CUDA tensors, CuPy, JAX)";
+  const auto not_an_array = [&] {
+    type_error(where(arg) + " is a " + name_of_type(h) +
+               ", not an array (svdq takes DLPack arrays: torch CUDA tensors, CuPy, JAX)");
+  };
   DlTensor t;
   bool read_only = false;
   const ExchangeApi* api = own_ ? nullptr : exchange_api(h);
   if (own_) {
     // The device first (its stream is the one the producer is asked to make the data ready on), then the data.
-    if (!nb::hasattr(h, "__dlpack__") || !nb::hasattr(h, "__dlpack_device__")) type_error(not_an_array);
+    if (!nb::hasattr(h, "__dlpack__") || !nb::hasattr(h, "__dlpack_device__")) not_an_array();
     const nb::object dev = h.attr("__dlpack_device__")();
-    check_device(where, h, nb::cast<int32_t>(nb::int_(dev[0])), nb::cast<int32_t>(nb::int_(dev[1])));
+    check_device(arg, h, nb::cast<int32_t>(nb::int_(dev[0])), nb::cast<int32_t>(nb::int_(dev[1])));
     if (!own_stream_) own_stream_ = own_stream(device_);
     nb::ndarray<nb::ro> a;
     if (!nb::try_cast(dlpack_on_stream(h, own_stream_), a, false))
-      type_error(where + " (a " + name_of_type(h) + ") gave a DLPack capsule svdq cannot read");
+      type_error(where(arg) + " (a " + name_of_type(h) + ") gave a DLPack capsule svdq cannot read");
     fill(t, a);
     keep_.push_back(std::move(a));
   } else if (api && api->dltensor_from_py_object_no_sync) {
     if (api->dltensor_from_py_object_no_sync(h.ptr(), &t) != 0) throw nb::python_error();
-    check_device(where, h, t.device.device_type, t.device.device_id);
+    check_device(arg, h, t.device.device_type, t.device.device_id);
   } else {
     // No constraints: nanobind never copies (a copied output would lose the result). Writable first; a read-only
     // export (JAX's) is read again only to name what it is.
@@ -244,15 +247,15 @@ TensorView CallArrays::import(const char* arg, nb::handle h, DType want, bool wr
     else if (nb::try_cast(h, a, false))
       read_only = true;
     else
-      type_error(not_an_array);
+      not_an_array();
     fill(t, a);
     keep_.push_back(std::move(a));
-    check_device(where, h, t.device.device_type, t.device.device_id);
+    check_device(arg, h, t.device.device_type, t.device.device_id);
   }
   if (read_only && written)
-    type_error(where + " is a " + name_of_type(h) + " exported read-only; svdq writes only into writable arrays");
+    type_error(where(arg) + " is a " + name_of_type(h) + " exported read-only; svdq writes only into writable arrays");
   if (read_only)
-    type_error(where + " is a " + name_of_type(h) + " exported read-only (a JAX array): svdq reads such arrays only "
+    type_error(where(arg) + " is a " + name_of_type(h) + " exported read-only (a JAX array): svdq reads such arrays only "
                "in a call whose first array is one (JAX calls run on svdq's own stream)");
   bool ok = false;
   switch (want) {
@@ -262,15 +265,15 @@ TensorView CallArrays::import(const char* arg, nb::handle h, DType want, bool wr
     case DType::E4M3: ok = is(t.dtype, 10, 8) || is(t.dtype, 1, 8); break;
   }
   if (!ok)
-    type_error(where + " has dtype " + dtype_name(t.dtype) + ", expected " +
+    type_error(where(arg) + " has dtype " + dtype_name(t.dtype) + ", expected " +
                (want == DType::BF16 ? "bfloat16" : want == DType::F32 ? "float32" : "uint8"));
   if (t.ndim < 0 || t.ndim > TensorView::kMaxDims)
-    type_error(where + " has " + std::to_string(t.ndim) + " dimensions, at most " + std::to_string(TensorView::kMaxDims));
+    type_error(where(arg) + " has " + std::to_string(t.ndim) + " dimensions, at most " + std::to_string(TensorView::kMaxDims));
   if (t.strides) {  // (null strides: compact row-major)
     int64_t expect = 1;
     for (int i = t.ndim; i-- > 0;) {
       if (t.shape[i] != 1 && t.strides[i] != expect)
-        throw nb::value_error((where + " must be C-contiguous (row-major, no gaps)").c_str());
+        throw nb::value_error((where(arg) + " must be C-contiguous (row-major, no gaps)").c_str());
       expect *= t.shape[i];
     }
   }
@@ -335,11 +338,11 @@ TensorView CallArrays::pool_out(const char* arg, DType want, std::initializer_li
   for (int64_t d : shape) {
     if (d < 0) type_error(what + ": negative dimension " + std::to_string(d));
     dims[n++] = static_cast<size_t>(d);
-    bytes = checked::mul(bytes, d, "the size of " + what);
+    bytes = checked::mul(bytes, d, {"the size of ", what});
   }
   // kOutputAlign more than the array, so that its start can be rounded up to kOutputAlign (at least one such block
   // for an empty array, whose call the library refuses next, naming the rule)
-  const int64_t block_bytes = checked::add(bytes, static_cast<int64_t>(kOutputAlign), "the size of " + what);
+  const int64_t block_bytes = checked::add(bytes, static_cast<int64_t>(kOutputAlign), {"the size of ", what});
   void* base = nullptr;
   {
     const DeviceGuard guard(device_);

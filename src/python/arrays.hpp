@@ -70,7 +70,9 @@ class CallArrays {
  private:
   TensorView import(const char* arg, nb::handle h, DType want, bool written);
   TensorView pool_out(const char* arg, DType want, std::initializer_list<int64_t> shape, nb::object* owner);
-  void check_device(const std::string& where, nb::handle h, int32_t device_type, int32_t device_id);
+  // "fn: argument 'arg'", built only for an error (the hot path of a call builds no string).
+  std::string where(const char* arg) const;
+  void check_device(const char* arg, nb::handle h, int32_t device_type, int32_t device_id);
 
   const char* fn_;
   const ExchangeApi* api_ = nullptr;
