@@ -101,14 +101,14 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
     p.grid = checked::mul(units, p.splits, "quantize grid");
   } else {
     // Quantization alone (smxx_quantize_s3: kQuantizeCtasPerSm CTAs per SM): K ranges need no reduction, so K is cut at whole K
-    // tiles (chunks of one tile), and row counts short of one wave of CTAs are cut along K into at most one wave of
-    // equal K ranges (a partial last wave of few, long CTAs would leave most SMs idle at its end; more, shorter CTAs
-    // would each pay the prologue again).
+    // tiles (chunks of one tile), and row counts short of kQuantizeWaves waves of CTAs are cut along K into at most
+    // that many waves of equal K ranges (a partial last wave of few, long CTAs would leave most SMs idle at its end;
+    // two waves of shorter CTAs measured faster than one: the second wave's loads start as the first's CTAs end).
     p.chunk_tiles = 1;
     p.chunks = static_cast<int>(ceil_div_k64(k));
     p.group_chunks = 1;
     p.chunks_per_split = p.chunks;
-    const int64_t wave = int64_t(kQuantizeCtasPerSm) * sm_count;
+    const int64_t wave = int64_t(kQuantizeCtasPerSm) * sm_count * kQuantizeWaves;
     if (p.row_tiles < wave) {
       const int64_t most = std::max<int64_t>(1, wave / p.row_tiles);  // splits that keep the grid within one wave
       p.chunks_per_split = static_cast<int>((p.chunks + most - 1) / most);

@@ -24,9 +24,12 @@ struct QuantLoraPlan {
 };
 constexpr int kQuantLoraRows = 64, kQuantLoraRankTile = 32, kQuantLoraMaxChunks = 32, kQuantLoraMaxGroups = 8;
 constexpr int kQuantizeCtasPerSm = 6;  // (its kernel's launch bound)
+// Waves of CTAs quantization alone may be cut into along K (measured on an H100 with bench/micro/quantize_forms.cu:
+// two waves 3-8% faster than one on 10 of 12 shapes, equal on the other two).
+constexpr int kQuantizeWaves = 2;
 static_assert(kQuantLoraMaxChunks <= 128, "a split's last CTA waits on one flag per thread (128 threads)");
 // rank = 0: quantization alone (smxx_quantize_s3, kQuantizeCtasPerSm CTAs per SM; no partial sums): K tiles in
-// ranges of equal length, row counts short of one wave cut along K into at most one wave of CTAs.
+// ranges of equal length, row counts short of kQuantizeWaves waves cut along K into at most that many waves of CTAs.
 QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count);
 // The decode form (kernels/quantize/smxx_quant_lora_m16.cuh, with d): 16-row tiles, the same chunks and groups, one
 // chunk per CTA (splits = chunks), per-chunk partial sums.

@@ -64,17 +64,19 @@ TEST(QuantLoraCodec, DivideBySixIsCorrectlyRoundedForEveryBf16) {
 }
 
 TEST(QuantLoraPlan, QuantizationAloneCutsKOnlyForShortRowCounts) {
-  auto p = svdq::programs::plan_quant_lora(4096, 3072, 0, 132);  // 64 row tiles: one wave of six CTAs per SM
+  auto p = svdq::programs::plan_quant_lora(4096, 3072, 0, 132);  // 64 row tiles, two waves of six CTAs per SM
+  const int64_t waves = int64_t(svdq::programs::kQuantizeCtasPerSm) * 132 * svdq::programs::kQuantizeWaves;
+  EXPECT_EQ(svdq::programs::kQuantizeWaves, 2);
   EXPECT_EQ(p.row_tiles, 64);
   EXPECT_EQ(p.chunk_tiles, 1);  // K cut at whole K tiles: no d, no chunks to keep
   EXPECT_EQ(p.chunks, 48);
-  EXPECT_EQ(p.chunks_per_split, 4);  // 12 splits of 4 K tiles: 768 CTAs (one wave: 792)
-  EXPECT_EQ(p.splits, 12);
+  EXPECT_EQ(p.chunks_per_split, 2);  // 24 splits of 2 K tiles: 1536 CTAs (two waves: 1584)
+  EXPECT_EQ(p.splits, 24);
   EXPECT_EQ(p.grid, p.row_tiles * p.splits);
-  EXPECT_LE(p.grid, svdq::programs::kQuantizeCtasPerSm * 132);
+  EXPECT_LE(p.grid, waves);
   EXPECT_EQ(p.part_bytes, 0);
   EXPECT_EQ(p.flag_bytes, 0);
-  for (int64_t m : {1, 77, 512, 4608, 8448}) {  // every K tile in exactly one split, within one wave
+  for (int64_t m : {1, 77, 512, 4608, 8448}) {  // every K tile in exactly one split, within two waves
     for (int64_t k : {32, 3104, 12288, 14336}) {
       p = svdq::programs::plan_quant_lora(m, k, 0, 132);
       const int64_t ktiles = (k + 63) / 64;
@@ -82,7 +84,7 @@ TEST(QuantLoraPlan, QuantizationAloneCutsKOnlyForShortRowCounts) {
       EXPECT_EQ(p.chunks, ktiles);
       EXPECT_GE(int64_t(p.splits) * p.chunks_per_split, ktiles);
       EXPECT_LT(int64_t(p.splits - 1) * p.chunks_per_split, ktiles);
-      EXPECT_TRUE(p.grid <= svdq::programs::kQuantizeCtasPerSm * 132 || p.splits == 1);
+      EXPECT_TRUE(p.grid <= waves || p.splits == 1);
     }
   }
   p = svdq::programs::plan_quant_lora(131072, 3072, 0, 132);  // 2048 row tiles: whole rows
