@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +30,37 @@ using nlohmann::json;
 
 auto key(const MmShape& s) { return std::make_tuple(s.m, s.n, s.k, s.rank, s.bias); }
 
+// The value of an ascending list closest to v on a log scale (a tie goes to the larger).
+int64_t nearest_log(const std::vector<int64_t>& xs, int64_t v) {
+  auto hi = std::lower_bound(xs.begin(), xs.end(), v);
+  if (hi == xs.end()) return xs.back();
+  if (hi == xs.begin() || *hi == v) return *hi;
+  const int64_t lo = *(hi - 1);
+  // v / lo against hi / v, without floating point: v * v against lo * hi (both fit: values are grid sizes and dims)
+  const double a = double(v) * double(v), b = double(lo) * double(*hi);
+  return a < b ? lo : *hi;
+}
+
+// A grid list: non-empty, positive, strictly ascending (and, for K, multiples of 32). `what` names it in errors.
+void check_grid_list(const std::vector<int64_t>& xs, const std::string& what, int64_t multiple,
+                     const std::function<void(const std::string&)>& fail) {
+  if (xs.empty()) fail(what + " must list at least one value");
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i] < 1 || xs[i] % multiple != 0)
+      fail(what + " value " + std::to_string(xs[i]) + (multiple > 1 ? " must be a positive multiple of " +
+                                                                           std::to_string(multiple)
+                                                                     : std::string(" must be positive")));
+    if (i > 0 && xs[i] <= xs[i - 1]) fail(what + " must be strictly ascending");
+  }
+}
+
+void check_grid(const RouteGrid& g, const std::function<void(const std::string&)>& fail) {
+  check_grid_list(g.m, "grid 'm'", 1, fail);
+  check_grid_list(g.n, "grid 'n'", 1, fail);
+  check_grid_list(g.k, "grid 'k'", 32, fail);
+  if (g.rank < 16 || g.rank > 256 || g.rank % 16 != 0) fail("grid 'rank' must be a multiple of 16 in [16, 256]");
+}
+
 // A time as written: rounded to 0.001 us, except where us * 1000 overflows to inf (a time parse accepts, such as
 // 1e306, would otherwise be written as null, which parse rejects: tests/fuzz).
 double rounded_us(double us) {
@@ -36,6 +69,39 @@ double rounded_us(double us) {
 }
 
 }  // namespace
+
+MmShape RouteGrid::nearest(const MmShape& s) const {
+  return {nearest_log(m, s.m), nearest_log(n, s.n), nearest_log(k, s.k), rank, bias};
+}
+
+RouteGrid parse_grid(const std::string& spec_in) {
+  const std::string spec = spec_in == "default" ? kDefaultGrid : spec_in;
+  const auto fail = [&](const std::string& rule) {
+    throw Error(ErrorCode::InvalidArgument, "argument '--grid' ('" + spec_in + "'): " + rule);
+  };
+  RouteGrid g;
+  std::set<char> seen;
+  std::stringstream parts(spec);
+  std::string part;
+  while (std::getline(parts, part, ';')) {
+    if (part.size() < 3 || part[1] != '=' || (part[0] != 'm' && part[0] != 'n' && part[0] != 'k'))
+      fail("'" + part + "' is not m=LIST, n=LIST or k=LIST");
+    if (!seen.insert(part[0]).second) fail("'" + std::string(1, part[0]) + "' is given twice");
+    std::vector<int64_t>& xs = part[0] == 'm' ? g.m : part[0] == 'n' ? g.n : g.k;
+    std::stringstream vals(part.substr(2));
+    std::string v;
+    while (std::getline(vals, v, ',')) {
+      const bool digits = !v.empty() && v.size() <= 9 && std::all_of(v.begin(), v.end(), [](unsigned char c) {
+        return std::isdigit(c) != 0;
+      });
+      if (!digits) fail("'" + v + "' in " + std::string(1, part[0]) + " is not a decimal integer below 10^9");
+      xs.push_back(std::stoll(v));
+    }
+  }
+  if (seen.size() != 3) fail("must give all of m=, n= and k= (e.g. 'm=1,16,256;n=1024,4096;k=1024,4096', or 'default')");
+  check_grid(g, fail);
+  return g;
+}
 
 RouteTable RouteTable::load(const std::string& path, const std::string& origin) {
   std::ifstream f(path, std::ios::binary);
@@ -89,7 +155,40 @@ RouteTable RouteTable::parse(const std::string& json_text, const std::string& or
     check_build(rec.build);
     if (!rec.runner_up.empty()) check_build(rec.runner_up);
     if (!seen.insert(key(rec.shape)).second) jsonf::fail(org, where + " repeats the shape of an earlier record");
+    t.index.emplace(key(rec.shape), t.records.size());
     t.records.push_back(rec);
+  }
+  if (doc.contains("grid")) {
+    const json& g = doc["grid"];
+    if (!g.is_object()) jsonf::fail(org, "field 'grid' must be an object");
+    const auto list = [&](const char* name) {
+      const json& a = jsonf::member(g, name, org, "the grid");
+      if (!a.is_array()) jsonf::fail(org, std::string("grid field '") + name + "' must be an array of integers");
+      std::vector<int64_t> xs;
+      for (const json& v : a) {
+        if (!v.is_number_integer()) jsonf::fail(org, std::string("grid field '") + name + "' must be an array of integers");
+        xs.push_back(v.get<int64_t>());
+      }
+      return xs;
+    };
+    t.grid.m = list("m");
+    t.grid.n = list("n");
+    t.grid.k = list("k");
+    t.grid.rank = jsonf::int_field(g, "rank", org, "the grid", 1);
+    const json& b = jsonf::member(g, "bias", org, "the grid");
+    if (!b.is_boolean()) jsonf::fail(org, "the grid field 'bias' must be true or false");
+    t.grid.bias = b.get<bool>();
+    check_grid(t.grid, [&](const std::string& rule) { jsonf::fail(org, rule); });
+    const double points = double(t.grid.m.size()) * double(t.grid.n.size()) * double(t.grid.k.size());
+    if (points > double(t.records.size()))  // (also bounds the check below)
+      jsonf::fail(org, "the grid has " + std::to_string(static_cast<long long>(points)) + " points but the table only " +
+                           std::to_string(t.records.size()) + " records");
+    for (int64_t m : t.grid.m)
+      for (int64_t n : t.grid.n)
+        for (int64_t k : t.grid.k)
+          if (!seen.count(key({m, n, k, t.grid.rank, t.grid.bias})))
+            jsonf::fail(org, "grid point " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                                 " (rank " + std::to_string(t.grid.rank) + ") has no record");
   }
   return t;
 }
@@ -116,14 +215,29 @@ std::string RouteTable::to_json() const {
   doc["svdq"] = svdq;
   doc["provenance"] = provenance;
   doc["records"] = recs;
+  if (!grid.empty()) {
+    json g = json::object();
+    g["m"] = grid.m;
+    g["n"] = grid.n;
+    g["k"] = grid.k;
+    g["rank"] = grid.rank;
+    g["bias"] = grid.bias;
+    doc["grid"] = g;
+  }
   return doc.dump(1) + "\n";
 }
 
 const RouteRecord* RouteTable::find(const MmShape& s) const {
+  if (index.size() == records.size()) {
+    const auto it = index.find(key(s));
+    return it == index.end() ? nullptr : &records[it->second];
+  }
   for (const auto& r : records)
     if (key(r.shape) == key(s)) return &r;
   return nullptr;
 }
+
+const RouteRecord* RouteTable::find_grid(const MmShape& s) const { return grid.empty() ? nullptr : find(grid.nearest(s)); }
 
 RouteRecord pick_record(const MmShape& shape, const std::vector<Measured>& candidates, const RouteRecord* previous,
                         double keep_tolerance) {
@@ -156,6 +270,8 @@ RouteTable merged(const RouteTable& base, const RouteTable& update) {
     throw Error(ErrorCode::InvalidArgument, "cannot update a route table for " + base.arch + " with records measured for " +
                                                 update.arch);
   RouteTable out = update;
+  out.index.clear();  // (the records are rebuilt below: find() scans them)
+  if (out.grid.empty()) out.grid = base.grid;
   out.provenance = base.records.empty() ? update.provenance
                                          : update.provenance + "; the other rows from the table of " + base.created;
   out.records = base.records;
@@ -198,15 +314,23 @@ RouteChoice select_record(const jit::DeviceTarget& dev, const MmShape& s) {
   RouteChoice c;
   const std::string arch = jit::target_for_cc(dev.cc);
   if (const RouteTable* t = active_route_table(arch)) {
-    if (const RouteRecord* r = t->find(s)) {
+    const auto usable = [&](const RouteRecord* r) -> const registry::Build* {
+      if (!r) return nullptr;
       const registry::Build& b = registry::build_by_id(r->build);
-      if (registry::runs_on_cc(b, dev.cc) && b.smem_bytes <= dev.smem_optin &&
-          registry::toolkit_supports(b, jit::nvrtc_version_number()) &&
-          (registry::canonical_order(b) || !batch_invariant())) {
-        c.build = &b;
-        c.source = "table " + arch;
-        return c;
-      }
+      const bool ok = registry::runs_on_cc(b, dev.cc) && b.smem_bytes <= dev.smem_optin &&
+                      registry::toolkit_supports(b, jit::nvrtc_version_number()) &&
+                      (registry::canonical_order(b) || !batch_invariant());
+      return ok ? &b : nullptr;
+    };
+    if (const registry::Build* b = usable(t->find(s))) {
+      c.build = b;
+      c.source = "table " + arch;
+      return c;
+    }
+    if (const registry::Build* b = usable(t->find_grid(s))) {
+      c.build = b;
+      c.source = "grid " + arch;
+      return c;
     }
   }
   c.build = &heuristic_gemm(dev.cc, dev.sm_count, dev.smem_per_sm, dev.smem_optin, s, batch_invariant());

@@ -283,3 +283,112 @@ TEST(RouteTable, FuzzRegressionHugeTimeRoundTrips) {
   v.records[0].us = 14.7364;
   EXPECT_EQ(rt::RouteTable::parse(v.to_json(), "rounded").records[0].us, 14.736);
 }
+
+TEST(RouteGrid, ParsesSpecsAndPicksTheNearestPointOnALogScale) {
+  const rt::RouteGrid g = rt::parse_grid("m=1,16,256;n=1024,4096;k=1024,4096");
+  EXPECT_EQ(g.m, (std::vector<int64_t>{1, 16, 256}));
+  EXPECT_EQ(g.n, (std::vector<int64_t>{1024, 4096}));
+  EXPECT_EQ(g.k, (std::vector<int64_t>{1024, 4096}));
+  EXPECT_EQ(g.rank, 32);
+  EXPECT_TRUE(g.bias);
+  const auto m_of = [&](int64_t m) { return g.nearest({m, 1024, 1024, 64, false}).m; };
+  EXPECT_EQ(m_of(1), 1);
+  EXPECT_EQ(m_of(3), 1);    // 3/1 < 16/3
+  EXPECT_EQ(m_of(4), 16);   // 4/1 = 16/4: a tie goes to the larger
+  EXPECT_EQ(m_of(63), 16);  // 63/16 < 256/63
+  EXPECT_EQ(m_of(64), 256);
+  EXPECT_EQ(m_of(100000), 256);  // beyond the grid: its last value
+  const rt::MmShape p = g.nearest({300, 2000, 3000, 64, false});
+  EXPECT_EQ(p.n, 1024);  // 2000/1024 < 4096/2000
+  EXPECT_EQ(p.k, 4096);  // 3000^2 > 1024 * 4096
+  EXPECT_EQ(p.rank, 32);  // the grid's rank and bias, whatever the shape's
+  EXPECT_TRUE(p.bias);
+  const rt::RouteGrid d = rt::parse_grid("default");
+  EXPECT_EQ(d.m.size() * d.n.size() * d.k.size(), 300u);
+  EXPECT_EQ(d.m.front(), 1);
+  EXPECT_EQ(d.m.back(), 16384);
+}
+
+TEST(RouteGrid, BadSpecsNameTheRule) {
+  const auto rule = [](const std::string& spec) {
+    try {
+      rt::parse_grid(spec);
+    } catch (const svdq::Error& e) {
+      EXPECT_EQ(e.code(), svdq::ErrorCode::InvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(rule("m=16,1;n=1024;k=1024").find("grid 'm' must be strictly ascending"), std::string::npos);
+  EXPECT_NE(rule("m=1;n=1024;k=1000").find("multiple of 32"), std::string::npos);
+  EXPECT_NE(rule("m=1;n=1024").find("must give all of m=, n= and k="), std::string::npos);
+  EXPECT_NE(rule("m=1;m=2;n=1024;k=1024").find("given twice"), std::string::npos);
+  EXPECT_NE(rule("m=1;n=x;k=1024").find("'x' in n is not a decimal integer"), std::string::npos);
+  EXPECT_NE(rule("m=0;n=1024;k=1024").find("must be positive"), std::string::npos);
+  EXPECT_NE(rule("q=1;n=1024;k=1024").find("is not m=LIST"), std::string::npos);
+  EXPECT_NE(rule("m=;n=1024;k=1024").find("is not m=LIST"), std::string::npos);
+}
+
+// A table of two grid points (4096 x 3072 x 3072 and 1 x 3072 x 3072, rank 32, bias) and one listed shape.
+rt::RouteTable grid_sample() {
+  rt::RouteTable t = sample();
+  t.grid = rt::parse_grid("m=1,4096;n=3072;k=3072");
+  rt::RouteRecord one;
+  one.shape = {1, 3072, 3072, 32, true};
+  one.build = "sm90_swap_m24_s16_dq8_t4";  // not the heuristic's choice at M = 1 (the GEMV)
+  one.us = 12;
+  t.records.push_back(one);  // (4096 x 3072 x 3072 r32 b1 is sample()'s second record)
+  return t;
+}
+
+TEST(RouteGrid, TableRoundTripsAndEveryPointNeedsARecord) {
+  const rt::RouteTable t = grid_sample();
+  const rt::RouteTable back = rt::RouteTable::parse(t.to_json(), "grid");
+  EXPECT_EQ(back.grid.m, t.grid.m);
+  EXPECT_EQ(back.grid.k, t.grid.k);
+  EXPECT_EQ(back.to_json(), t.to_json());
+  ASSERT_NE(back.find_grid({2000, 2500, 5000, 128, false}), nullptr);
+  EXPECT_EQ(back.find_grid({2000, 2500, 5000, 128, false})->build, "sm80_gemm_m128_s4_t1");  // nearest: 4096 rows
+  EXPECT_EQ(back.find_grid({40, 2500, 5000, 128, false})->build, "sm90_swap_m24_s16_dq8_t4");  // nearest: 1 row
+  EXPECT_EQ(sample().find_grid({40, 2500, 5000, 128, false}), nullptr);  // no grid
+  rt::RouteTable missing = t;
+  missing.records.pop_back();  // the 1 x 3072 x 3072 point
+  try {
+    rt::RouteTable::parse(missing.to_json(), "missing");
+    ADD_FAILURE() << "a grid point without a record must be rejected";
+  } catch (const svdq::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("grid point 1x3072x3072 (rank 32) has no record"), std::string::npos)
+        << e.what();
+  }
+  rt::RouteTable bad = t;
+  bad.grid.m = {4096, 1};
+  EXPECT_THROW(rt::RouteTable::parse(bad.to_json(), "descending"), svdq::Error);
+  // A retune without a grid keeps the base table's.
+  rt::RouteTable update = sample();
+  update.grid = {};
+  update.records.resize(1);
+  EXPECT_EQ(rt::merged(back, update).grid.m, t.grid.m);
+  EXPECT_EQ(rt::RouteTable::parse(rt::merged(back, update).to_json(), "merged").records.size(), 3u);
+}
+
+TEST(RouteGrid, SelectRecordFallsBackToTheNearestGridPoint) {
+  const auto dev = h200();
+  const fs::path file = fs::temp_directory_path() / ("svdq_routes_grid_" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream f(file);
+    f << grid_sample().to_json();
+  }
+  {
+    RouteVar v(file.c_str());
+    const auto listed = rt::select_record(dev, {129, 3072, 3072, 32, true});  // a listed shape: its own record
+    EXPECT_EQ(listed.source, "table sm_90a");
+    EXPECT_EQ(listed.build->id, "sm90_ws_n128_s8_b6");
+    const auto near = rt::select_record(dev, {3000, 2816, 3584, 64, false});  // not listed: its grid point's
+    EXPECT_EQ(near.source, "grid sm_90a");
+    EXPECT_EQ(near.build->id, "sm80_gemm_m128_s4_t1");
+    const auto small = rt::select_record(dev, {2, 3072, 3072, 32, true});
+    EXPECT_EQ(small.source, "grid sm_90a");
+    EXPECT_EQ(small.build->id, "sm90_swap_m24_s16_dq8_t4");
+  }
+  fs::remove(file);
+}

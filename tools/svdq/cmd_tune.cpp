@@ -1,6 +1,8 @@
 // `svdq tune`: measures every GEMM build that can run on this GPU on each shape of a list (same timing method as
 // `svdq bench`: kernel-active medians, cold L2, candidates interleaved forward and backward) and writes a route
 // table (router/routes.hpp) naming the fastest build per shape. The shipped data/routes/sm_90a.json is its output.
+// With --grid the shapes are the points of an M x N x K grid, and the table routes shapes it does not list by
+// their nearest grid point.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -30,6 +32,7 @@ namespace {
 struct TuneOptions {
   std::string shapes;  // empty (and no random): the default suite
   int64_t random = 0;  // > 0: that many random shapes of `seed` (bench::random_shapes) instead
+  std::string grid;    // non-empty: the points of this grid (router::parse_grid) instead
   std::string out;
   std::string builds;  // comma-separated candidates; empty: every GEMM build usable here
   std::string update;  // a table to update: its other shapes stay, a retuned shape keeps its build when it ties
@@ -76,6 +79,15 @@ std::vector<const registry::Build*> candidates(const std::vector<const registry:
 int run_tune(const TuneOptions& o, const std::string& command_line) {
   if (o.out.empty()) throw Error(ErrorCode::InvalidArgument, "argument '--out' is required");
   std::vector<bench::Shape> shapes;
+  router::RouteGrid grid;
+  if (!o.grid.empty()) {
+    if (!o.shapes.empty() || o.random > 0)
+      throw Error(ErrorCode::InvalidArgument, "argument '--grid' excludes '--shapes' and '--random'");
+    grid = router::parse_grid(o.grid);
+    for (int64_t m : grid.m)
+      for (int64_t n : grid.n)
+        for (int64_t k : grid.k) shapes.push_back(bench::make_shape(m, n, k, grid.rank, grid.bias));
+  }
   for (const auto& row : bench::select_rows("", o.shapes, o.random, o.seed)) shapes.push_back(row.shape);
   if (shapes.empty()) shapes = bench::default_suite();
   const auto kind = bench::parse_timer_kind(o.timer);
@@ -121,8 +133,11 @@ int run_tune(const TuneOptions& o, const std::string& command_line) {
   table.device = info.name;
   table.created = utc_now();
   table.svdq = version_string();
+  table.grid = grid;
   table.provenance = "svdq tune on " + info.name + ": " + std::to_string(shapes.size()) +
-                     (o.random > 0 ? " random shapes of seed " + std::to_string(o.seed) : std::string(" shapes")) + ", " +
+                     (o.random > 0   ? " random shapes of seed " + std::to_string(o.seed)
+                      : grid.empty() ? std::string(" shapes")
+                                     : " grid points (" + o.grid + ")") + ", " +
                      std::to_string(cands.size()) + " candidate builds, " + timer.method();
   for (size_t i = 0; i < shapes.size(); ++i) {
     const bench::Shape& s = shapes[i];
@@ -174,6 +189,10 @@ void add_tune(CLI::App& app, int* exit_code, const std::string& command_line) {
                   "N random shapes of --seed instead (the distribution of `svdq bench --random`; without --seed a fresh "
                   "seed, printed)")
       ->check(CLI::Range(int64_t(1), int64_t(100000)));
+  sub->add_option("--grid", o->grid,
+                  "The points of a grid instead: 'm=LIST;n=LIST;k=LIST' (rank 32, bias) or 'default' (" +
+                      std::string(router::kDefaultGrid) +
+                      "); the table then routes shapes it does not list by their nearest grid point");
   sub->add_option("--builds", o->builds, "Comma-separated candidate build ids (default: every GEMM build usable here)");
   sub->add_option("--update", o->update,
                   "Route table to update: its other shapes are kept; a retuned shape keeps its build when that build "
