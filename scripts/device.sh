@@ -4,7 +4,7 @@
 # Steps (their knobs); logs under $OUT (default ./.out):
 #   info       nvidia-smi, svdq info                 verify   svdq verify
 #   sass       scripts/sass_check.sh (FILTER, default sm90, FILTER= every build; LOOPS, CUOBJDUMP)
-#   tune       svdq tune of CANDIDATES into TABLE (default $OUT/sm_90a.json; UPDATE, TUNE_SHAPES)
+#   tune       svdq tune of CANDIDATES into TABLE (default $OUT/sm_90a.json; UPDATE, TUNE_SHAPES or GRID: --grid)
 #   tests      svdq_gpu_tests (TESTS_FILTER, GTEST_ARGS, TESTS_TMO default 540 s)
 #   sanitizer, racecheck, synccheck   the GPU tests under compute-sanitizer memcheck / racecheck / synccheck
 #              (SANITIZER_FILTER, SAN_TMO default 540 s, SAN_SHARDS: gtest shards run at once, default 1)
@@ -67,7 +67,7 @@ step_sass() {
 }
 step_tune() {
   "$B/svdq" tune --builds "$CANDIDATES" --repeats 6 --warmup 2 --out "$TABLE" ${UPDATE:+--update "$UPDATE"} \
-    ${TUNE_SHAPES:+--shapes "$TUNE_SHAPES"} > "$OUT/tune.log" 2> "$OUT/tune.err" || status=1
+    ${TUNE_SHAPES:+--shapes "$TUNE_SHAPES"} ${GRID:+--grid "$GRID"} > "$OUT/tune.log" 2> "$OUT/tune.err" || status=1
   tail -32 "$OUT/tune.log"; tail -3 "$OUT/tune.err"
 }
 step_tests() {
