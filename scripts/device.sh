@@ -15,6 +15,7 @@
 #              and of this build, in the order A B B A (SESSIONS default 1, SHAPES, WORKLOAD, BENCH_ARGS; --no-fp8)
 #   workload   svdq bench --workload WORKLOAD (default llm8b-decode; SESSIONS): the GEMM per row, cuBLAS BF16 / FP8
 #   random     svdq bench --random RANDOM_SHAPES (default 24) --seed SEED (default: a fresh one, printed): held-out shapes
+#              (with ROUTES_A: the A/B of route tables ROUTES_A and ROUTES_B, default TABLE, on those shapes)
 #   final      AOT packages with JIT disabled: "8.0 9.0a" serving this device, "8.0 10.0a" not (aot.log)
 #   compare    each candidate tuned alone under a time limit (LARGE_BUILDS / LARGE_SHAPES, SMALL_BUILDS /
 #              SMALL_SHAPES, TMO default 60 s, REPEATS default 6)
@@ -68,6 +69,7 @@ step_sass() {
 step_tune() {
   "$B/svdq" tune --builds "$CANDIDATES" --repeats 6 --warmup 2 --out "$TABLE" ${UPDATE:+--update "$UPDATE"} \
     ${TUNE_SHAPES:+--shapes "$TUNE_SHAPES"} ${GRID:+--grid "$GRID"} > "$OUT/tune.log" 2> "$OUT/tune.err" || status=1
+  [ "$(dirname "$TABLE")" = "$OUT" ] || cp "$TABLE" "$OUT/" 2> /dev/null  # a table written elsewhere: a copy in the logs
   tail -32 "$OUT/tune.log"; tail -3 "$OUT/tune.err"
 }
 step_tests() {
@@ -133,7 +135,9 @@ step_workload() {
   cat "$OUT/bench_workload_$w.log"; tail -3 "$OUT/bench_workload.err"
 }
 step_random() {
-  "$B/svdq" bench --random "${RANDOM_SHAPES:-24}" ${SEED:+--seed "$SEED"} --csv "$OUT/bench_random.csv" \
+  # shellcheck disable=SC2086  # the --routes-a/b pair only with ROUTES_A
+  "$B/svdq" bench --random "${RANDOM_SHAPES:-24}" ${SEED:+--seed "$SEED"} \
+    ${ROUTES_A:+--routes-a "$ROUTES_A" --routes-b "${ROUTES_B:-$TABLE}"} --csv "$OUT/bench_random.csv" \
     > "$OUT/bench_random.log" 2> "$OUT/bench_random.err" || status=1
   cat "$OUT/bench_random.log"; tail -3 "$OUT/bench_random.err"
 }
