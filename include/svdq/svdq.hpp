@@ -49,7 +49,9 @@ int64_t svdquant_linear_workspace_size(int64_t m, int64_t k, int64_t rank);
 // weight_sf, alpha, d, l1_scaled, bias).
 //   x bf16 [M, K]; weight_fp4 u8 [N, K/2]; weight_sf swizzled; alpha f32 [1]; pre_quant_scale bf16 [K];
 //   l2t_smoothed bf16 [K, r]; l1_scaled bf16 [N, r]; global_scale f32 [1]; bias bf16 [N] or undefined;
-//   out bf16 [M, N]; workspace u8 with numel >= svdquant_linear_workspace_size(M, K, r), 16-byte aligned.
+//   out bf16 [M, N]; workspace u8 with numel >= svdquant_linear_workspace_size(M, K, r), 16-byte aligned, or
+//   undefined (TensorView()): then svdq takes it from its own stream-ordered memory pool for the call (released
+//   behind the call's launches; no host synchronization).
 void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const TensorView& weight_sf,
                      const TensorView& alpha, const TensorView& pre_quant_scale, const TensorView& l2t_smoothed,
                      const TensorView& l1_scaled, const TensorView& global_scale, const TensorView& bias,

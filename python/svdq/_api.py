@@ -282,11 +282,10 @@ def svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smooth
         y = _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale,
                                bias, None, None, None, pdl, own_stream=True)
         return _to_jax(y, alloc.device)
-    m, k = x.shape[0], x.shape[1]
-    out = alloc.empty((m, weight_fp4.shape[0]), "bf16")
-    ws = alloc.empty((_C.svdquant_linear_workspace_size(m, k, l2t_smoothed.shape[1]),), "u8")
+    out = alloc.empty((x.shape[0], weight_fp4.shape[0]), "bf16")
+    # (no workspace: the library takes it from svdq's stream-ordered pool)
     _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale, bias,
-                       out, ws, alloc.stream, pdl)
+                       out, None, alloc.stream, pdl)
     return out
 
 

@@ -77,12 +77,9 @@ if torch is not None and hasattr(torch, "library") and hasattr(torch.library, "c
         if _NATIVE:
             return _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled,
                                       global_scale, bias, None, None, None, pdl)
-        m, k = x.shape[0], x.shape[1]
-        out = torch.empty((m, weight_fp4.shape[0]), dtype=torch.bfloat16, device=x.device)
-        ws = torch.empty((_C.svdquant_linear_workspace_size(m, k, l2t_smoothed.shape[1]),), dtype=torch.uint8,
-                         device=x.device)
+        out = torch.empty((x.shape[0], weight_fp4.shape[0]), dtype=torch.bfloat16, device=x.device)
         _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale, bias,
-                           out, ws, _stream(x), pdl)
+                           out, None, _stream(x), pdl)  # (the workspace: svdq's pool)
         return out
 
     @svdquant_linear.register_fake

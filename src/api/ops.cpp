@@ -1,4 +1,5 @@
 // Public entry points: validate -> route -> the program's launcher (src/programs).
+#include <optional>
 #include <string>
 
 #include "api/validate.hpp"
@@ -112,10 +113,6 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
                                                   l1_scaled, global_scale, bias, out, workspace);
   const api::MmDims& dm = ld.mm;
   const LinearLayout wl = linear_layout(dm.m, dm.k, dm.rank);
-  auto* ws = static_cast<unsigned char*>(workspace.data);
-  void* xq = ws + wl.xq;
-  void* sf = ws + wl.sf;
-  void* d = ws + wl.d;
   // 1. One pass over x: (xq, sf) = quantize_smooth(x) and d = BF16(x @ l2t_smoothed), and, where the routed GEMM
   //    reads the activations as an FP16 copy, that copy too (no copy launch).
   // 2. out = mm_nvfp4_svdquant(xq, weight, sf, weight_sf, alpha, d, l1, bias).
@@ -123,6 +120,35 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   const router::MmShape shape = shape_of(dm);
   const programs::MmRoute route = route_mm(dev, shape);
   const registry::Build& gemm = *route.build;
+  const registry::Build& pass = router::select_quant_lora(dev, dm.m, true);
+  const bool fp16 = programs::reads_a_as_fp16(gemm);
+  if (fp16) jit::get_kernel(gemm, dev);  // its module loaded (or its error thrown) before anything is allocated
+  // One scratch for what the call needs beyond the caller's arrays, taken before the pass and released after the
+  // GEMM's launch (the GEMM starts by programmatic dependent launch on the pass, so nothing may stand between the two
+  // in the stream): the workspace when the caller gave none, and, for a GEMM on the FP16 copy, that copy, the pass's
+  // split sums and the GEMM's (and the decode pass's copy flags: the GEMV reads the copy once the pass's flags
+  // publish it, and waits for the whole pass only before d).
+  const bool own_ws = !workspace.defined();
+  const int64_t ws_bytes = own_ws ? checked::round_up(wl.total, 256, "workspace bytes") : 0;
+  const bool copy_flags =
+      fp16 && pass.bm == programs::kQuantLoraM16Rows && programs::gemv_reads_copy_flags(dev, gemm, shape);
+  const int64_t a16_bytes = fp16 ? checked::round_up(registry::fp16_copy_bytes(dm.m, dm.k), 256, "FP16 copy bytes") : 0;
+  const int64_t pass_bytes =
+      fp16 ? checked::round_up(programs::quant_lora_scratch_bytes(dev, pass, dm.m, dm.k, dm.rank), 256, "pass scratch bytes")
+           : 0;
+  const int64_t gemm_bytes =
+      fp16 ? checked::round_up(programs::mm_split_scratch_bytes(dev, gemm, shape), 256, "GEMM scratch bytes") : 0;
+  const int64_t flag_bytes = copy_flags ? programs::quant_lora_copy_flag_bytes(dev, pass, dm.m, dm.k, dm.rank) : 0;
+  const int64_t total = checked::add(checked::add(ws_bytes, a16_bytes, "scratch"),
+                                     checked::add(checked::add(pass_bytes, gemm_bytes, "scratch"), flag_bytes, "scratch"),
+                                     "scratch");
+  std::optional<programs::Scratch> scratch;
+  if (total > 0) scratch.emplace(static_cast<uint64_t>(total), dev, stream, "svdquant_linear's scratch", gemm.id);
+  char* const extra = scratch ? scratch->bytes() + ws_bytes : nullptr;  // (after the pool's workspace)
+  auto* ws = own_ws ? reinterpret_cast<unsigned char*>(scratch->bytes()) : static_cast<unsigned char*>(workspace.data);
+  void* xq = ws + wl.xq;
+  void* sf = ws + wl.sf;
+  void* d = ws + wl.d;
   programs::QuantLoraArgs q;
   q.m = dm.m;
   q.k = dm.k;
@@ -135,33 +161,14 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   q.l2t = l2t_smoothed.data;
   q.d = d;
   programs::MmOperands ops{xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data};
-  const registry::Build& pass = router::select_quant_lora(dev, dm.m, true);
-  if (!programs::reads_a_as_fp16(gemm)) {
-    programs::launch_quant_lora("svdquant_linear", dev, pass, q, stream);
-    programs::launch_mm(dev, route, shape, ops, stream);
-    return;
+  if (fp16) {
+    q.a16 = extra;
+    q.a16_pairs = gemm.pairs;
+    q.scratch_ready = pass_bytes > 0 ? extra + a16_bytes : nullptr;
+    q.copy_flags = copy_flags ? extra + a16_bytes + pass_bytes + gemm_bytes : nullptr;
+    ops.a16_ready = extra;
+    ops.split_ready = gemm_bytes > 0 ? extra + a16_bytes + pass_bytes : nullptr;
   }
-  jit::get_kernel(gemm, dev);  // its module loaded (or its error thrown) before anything is allocated
-  // One scratch for the FP16 copy, the pass's split sums and the GEMM's (and the decode pass's copy flags), taken
-  // before the pass and released after the GEMM's launch: the GEMM starts by programmatic dependent launch on the
-  // pass, so nothing may stand between the two in the stream. Decode form before the GEMV: the GEMV reads the copy
-  // once the pass's flags publish it, and waits for the whole pass only before d.
-  const bool copy_flags = pass.bm == programs::kQuantLoraM16Rows && programs::gemv_reads_copy_flags(dev, gemm, shape);
-  const int64_t a16_bytes = checked::round_up(registry::fp16_copy_bytes(dm.m, dm.k), 256, "FP16 copy bytes");
-  const int64_t pass_bytes = checked::round_up(programs::quant_lora_scratch_bytes(dev, pass, dm.m, dm.k, dm.rank), 256,
-                                               "pass scratch bytes");
-  const int64_t gemm_bytes = checked::round_up(programs::mm_split_scratch_bytes(dev, gemm, shape), 256, "GEMM scratch bytes");
-  const int64_t flag_bytes = copy_flags ? programs::quant_lora_copy_flag_bytes(dev, pass, dm.m, dm.k, dm.rank) : 0;
-  const int64_t total = checked::add(checked::add(a16_bytes, pass_bytes, "scratch"), checked::add(gemm_bytes, flag_bytes, "scratch"),
-                                     "scratch");
-  programs::Scratch scratch(static_cast<uint64_t>(total), dev, stream, "the FP16 copy of x's codes and the split sums",
-                            gemm.id);
-  q.a16 = scratch.bytes();
-  q.a16_pairs = gemm.pairs;
-  q.scratch_ready = pass_bytes > 0 ? scratch.bytes() + a16_bytes : nullptr;
-  q.copy_flags = copy_flags ? scratch.bytes() + a16_bytes + pass_bytes + gemm_bytes : nullptr;
-  ops.a16_ready = scratch.bytes();
-  ops.split_ready = gemm_bytes > 0 ? scratch.bytes() + a16_bytes + pass_bytes : nullptr;
   const uint64_t epoch = programs::launch_quant_lora("svdquant_linear", dev, pass, q, stream);
   if (copy_flags) {
     ops.a16_flags = q.copy_flags;
@@ -169,7 +176,7 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
     ops.a16_epoch = epoch;
   }
   programs::launch_mm(dev, route, shape, ops, stream);
-  scratch.release();
+  if (scratch) scratch->release();
 }
 
 }  // namespace svdq

@@ -234,18 +234,21 @@ LinearDims validate_linear(const TensorView& x, const TensorView& weight_fp4, co
   check_tensor(fn, "out", out, {DType::BF16}, 2);
   check_dims(fn, "out", out, {r.mm.m, r.mm.n}, "[M, N]");
   r.workspace_bytes = svdquant_linear_workspace_size(r.mm.m, r.mm.k, r.mm.rank);
-  const int64_t ws = check_tensor(fn, "workspace", workspace, {DType::U8}, -1);
-  if (ws < r.workspace_bytes)
-    fail(fn, "workspace", "is too small: needs svdquant_linear_workspace_size(M, K, r) = " +
-                              std::to_string(r.workspace_bytes) + " bytes, got " + std::to_string(ws));
+  if (workspace.defined()) {  // (undefined: taken from svdq's pool by the call)
+    const int64_t ws = check_tensor(fn, "workspace", workspace, {DType::U8}, -1);
+    if (ws < r.workspace_bytes)
+      fail(fn, "workspace", "is too small: needs svdquant_linear_workspace_size(M, K, r) = " +
+                                std::to_string(r.workspace_bytes) + " bytes, got " + std::to_string(ws));
+  }
   check_no_overlap(fn, "out", out, {{"x", &x}, {"weight_fp4", &weight_fp4}, {"weight_sf", &weight_sf}, {"alpha", &alpha},
                                     {"pre_quant_scale", &pre_quant_scale}, {"l2t_smoothed", &l2t_smoothed},
                                     {"l1_scaled", &l1_scaled}, {"global_scale", &global_scale}, {"bias", &bias},
                                     {"workspace", &workspace}});
-  check_no_overlap(fn, "workspace", workspace,
-                   {{"x", &x}, {"weight_fp4", &weight_fp4}, {"weight_sf", &weight_sf}, {"alpha", &alpha},
-                    {"pre_quant_scale", &pre_quant_scale}, {"l2t_smoothed", &l2t_smoothed}, {"l1_scaled", &l1_scaled},
-                    {"global_scale", &global_scale}, {"bias", &bias}});
+  if (workspace.defined())
+    check_no_overlap(fn, "workspace", workspace,
+                     {{"x", &x}, {"weight_fp4", &weight_fp4}, {"weight_sf", &weight_sf}, {"alpha", &alpha},
+                      {"pre_quant_scale", &pre_quant_scale}, {"l2t_smoothed", &l2t_smoothed}, {"l1_scaled", &l1_scaled},
+                      {"global_scale", &global_scale}, {"bias", &bias}});
   return r;
 }
 

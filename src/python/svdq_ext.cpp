@@ -83,8 +83,9 @@ NB_MODULE(_C, m) {
   // allocate the outputs they are not given and find the framework's current stream themselves.
   m.def("has_exchange_api", [](nb::handle o) { return svdq::py::exchange_api(o) != nullptr; }, nb::arg("o"));
 
-  // The entry points: `out` / `workspace` / `stream` None = allocated by / the current stream of the framework of the
-  // first array (one with a DLPack C exchange table, e.g. torch); returns the output(s). Every device array must be on
+  // The entry points: `out` / `stream` None = allocated by / the current stream of the framework of the first array
+  // (one with a DLPack C exchange table, e.g. torch); `workspace` None = taken by the library from svdq's
+  // stream-ordered pool for the call; returns the output(s). Every device array must be on
   // one CUDA device, which is current during the call. `own_stream`: the call runs on svdq's own stream (CallArrays),
   // `out` / `workspace` / `stream` must be None, and the outputs come back as DLPack capsules once they are complete.
   m.def(
@@ -160,14 +161,8 @@ NB_MODULE(_C, m) {
         TensorView vo, vwk;
         if (!out.is_none() || (is_2d(vx) && is_2d(vw)))  // (else the library names the input's rule)
           vo = c.out("out", out, DType::BF16, {vx.shape[0], vw.shape[0]}, &owner);
-        int64_t ws_bytes = 0;
-        if (ws.is_none() && is_2d(vx) && is_2d(vl2)) {
-          try {
-            ws_bytes = svdq::svdquant_linear_workspace_size(vx.shape[0], vx.shape[1], vl2.shape[1]);
-          } catch (const svdq::Error&) {  // the library names the input's rule
-          }
-        }
-        if (!ws.is_none() || ws_bytes > 0) vwk = c.out("workspace", ws, DType::U8, {ws_bytes}, &ws_owner);
+        // (None: an undefined workspace, which the library takes from its own pool; no framework allocation)
+        if (!ws.is_none()) vwk = c.out("workspace", ws, DType::U8, {0}, &ws_owner);
         const svdq::Stream s = c.stream(stream);
         nb::gil_scoped_release release;
         const svdq::py::DeviceGuard device(c.device());

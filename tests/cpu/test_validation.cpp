@@ -452,7 +452,7 @@ std::vector<LCase> linear_cases() {
                  ErrorCode code = ErrorCode::InvalidArgument) { c.push_back({name, f, "'" + arg + "'", code}); };
   add("workspace_one_byte_short", [](LArgs& a) { a.ws.shape[0] -= 1; }, "workspace");
   add("workspace_empty", [](LArgs& a) { a.ws = TensorView(a.ws.data, DType::U8, {0}); }, "workspace");
-  add("workspace_missing", [](LArgs& a) { a.ws = TensorView(); }, "workspace");
+  add("workspace_null", [](LArgs& a) { a.ws.data = nullptr; }, "workspace");  // (undefined = svdq's pool: valid)
   add("workspace_plus8", [](LArgs& a) { a.ws.data = offset(a.ws, 8); }, "workspace");
   add("workspace_bf16", [](LArgs& a) { a.ws.dtype = DType::BF16; }, "workspace");
   add("pqs_shape", [&](LArgs& a) { a.pqs = TensorView(a.pqs.data, DType::BF16, {K - 32}); }, "pre_quant_scale");
@@ -517,6 +517,9 @@ TEST(LinearValidationValid, ConsistentArgumentsPass) {
   }
   const LArgs big = valid_linear(1000, 3072, 12288, 256, true);
   EXPECT_NO_THROW(validate(big));
+  LArgs pooled = valid_linear();
+  pooled.ws = TensorView();  // no workspace: the call takes it from svdq's pool
+  EXPECT_NO_THROW(validate(pooled));
 }
 
 TEST(LinearWorkspace, HoldsTheIntermediates) {

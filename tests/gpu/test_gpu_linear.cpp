@@ -1,7 +1,7 @@
 // svdquant_linear end to end: its intermediates, read back from the workspace, are checked stage by stage —
 // (xq, sf) byte-exact against the host quantize_smooth reference, d = x @ l2t_smoothed within the FP32 bound and
 // (almost always) 1 BF16 ulp of FP64 — and its output against the FP64 reference on the device's own d, and
-// bitwise against mm_nvfp4_svdquant run separately on the same intermediates.
+// bitwise against mm_nvfp4_svdquant run separately on the same intermediates, and against a call given no workspace.
 //
 // Workspace layout assumed (src/api/ops.cpp linear_layout): xq at 0, swizzled sf at round_up(M*K/2, 256), d at
 // round_up(sf_offset + sf_bytes, 256), d last. The test checks d's offset against the workspace size so a change of
@@ -155,6 +155,14 @@ void check_linear(const Shape& s) {
                           TensorView(dout2.get(), DType::BF16, {M, N}));
   const std::vector<uint16_t> out2 = download<uint16_t>(dout2, M * N);
   EXPECT_TRUE(out == out2) << "svdquant_linear and mm_nvfp4_svdquant on the same intermediates differ";
+
+  // Stage 5: without a workspace (svdq's pool holds it) the layer writes the same bytes.
+  dout2.fill_byte(0xFF);
+  svdq::svdquant_linear(TensorView(dx.get(), DType::BF16, {M, K}), w_view, wsf_view, alpha_view,
+                        TensorView(dpqs.get(), DType::BF16, {K}), TensorView(dl2t.get(), DType::BF16, {K, R}), l1_view,
+                        TensorView(dgs.get(), DType::F32, {1}), bias_view, TensorView(dout2.get(), DType::BF16, {M, N}),
+                        TensorView());
+  EXPECT_TRUE(out == download<uint16_t>(dout2, M * N)) << "svdquant_linear without a workspace differs";
 }
 
 class GpuLinear : public ::testing::TestWithParam<Shape> {};
