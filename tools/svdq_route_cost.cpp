@@ -1,23 +1,14 @@
 // Development aid: the host time of routing one call (no device needed): router::select_gemm, select_quant_lora and
 // raster_group for an H200-like device target, averaged over many calls per shape.
-//   svdq_route_cost [MxNxK[:rR]...]   (default: four rows of the layer bench)
+//   svdq_route_cost [MxNxK[:rR][:bB],...]   (default: four rows of the layer bench)
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "bench/suite.hpp"
 #include "router/router.hpp"
-
-namespace {
-bool parse(const char* s, svdq::router::MmShape& out) {
-  long long m = 0, n = 0, k = 0, r = 32;
-  const int got = std::sscanf(s, "%lldx%lldx%lld:r%lld", &m, &n, &k, &r);
-  if (got < 3 || m < 1 || n < 1 || k < 1) return false;
-  out = {m, n, k, r, true};
-  return true;
-}
-}  // namespace
+#include "svdq/error.hpp"
 
 int main(int argc, char** argv) {
   using namespace svdq;
@@ -28,13 +19,12 @@ int main(int argc, char** argv) {
   dev.smem_per_sm = 228 * 1024;
   dev.l2_bytes = int64_t(50) << 20;
   std::vector<router::MmShape> shapes;
-  for (int i = 1; i < argc; ++i) {
-    router::MmShape s;
-    if (!parse(argv[i], s)) {
-      std::fprintf(stderr, "svdq_route_cost: argument '%s' is not MxNxK[:rR] with positive M, N, K\n", argv[i]);
-      return 2;
-    }
-    shapes.push_back(s);
+  try {
+    for (int i = 1; i < argc; ++i)
+      for (const bench::Shape& s : bench::parse_shape_list(argv[i])) shapes.push_back({s.m, s.n, s.k, s.rank, s.bias});
+  } catch (const Error& e) {
+    std::fprintf(stderr, "svdq_route_cost: %s\n", e.what());
+    return 2;
   }
   if (shapes.empty()) shapes = {{4096, 3072, 3072, 32, true}, {512, 3072, 12288, 32, true}, {16, 28672, 4096, 32, true},
                                 {1, 4096, 4096, 32, true}};

@@ -110,7 +110,7 @@ QuantLoraPlan plan_quant_lora(int64_t m, int64_t k, int64_t rank, int sm_count) 
     p.chunks_per_split = p.chunks;
     const int64_t wave = int64_t(kQuantizeCtasPerSm) * sm_count * kQuantizeWaves;
     if (p.row_tiles < wave) {
-      const int64_t most = std::max<int64_t>(1, wave / p.row_tiles);  // splits that keep the grid within one wave
+      const int64_t most = std::max<int64_t>(1, wave / p.row_tiles);  // splits that keep the grid within those waves
       p.chunks_per_split = static_cast<int>((p.chunks + most - 1) / most);
       p.splits = (p.chunks + p.chunks_per_split - 1) / p.chunks_per_split;
     }
