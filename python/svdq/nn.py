@@ -76,6 +76,26 @@ class SVDQuantLinear(torch.nn.Module):
             m.set_input_amax(input_amax)
         return m
 
+    @classmethod
+    def from_checkpoint(cls, layer: dict, device=None, name: str = "layer") -> "SVDQuantLinear":
+        """A layer of svdq.checkpoint.load(...).layers ({tensor name: svdq.checkpoint.Tensor}, svdq's layout) as a
+        module on `device`. A fixed input_global_scale (> 0) keeps the activations' global scale fixed, as the
+        producer calibrated it; 0 computes it from each input."""
+        from . import checkpoint as ck
+
+        if "wcscales" in layer:
+            raise NotImplementedError(
+                f"{name}: the layer has a per-output-channel scale (Nunchaku 'wcscales', not all ones), which this "
+                "svdq version's op does not apply; it cannot run this layer exactly")
+        n, k2 = layer["qweight"].shape
+        m = cls(2 * k2, n, rank=int(layer["l1"].shape[1]), bias="bias" in layer, device=device)
+        sd = {s: _torch_tensor(v) for s, v in layer.items()}
+        missing = [s for s in ck.LAYER_TENSORS if s not in sd]
+        if missing:
+            raise ck.CheckpointError(f"{name}: tensors {missing} are missing")
+        m.load_state_dict(sd, strict=True)
+        return m
+
     def set_input_amax(self, input_amax: Optional[float]) -> None:
         """Fixes the activations' global scale at 448·6 / input_amax (None: compute it from each input)."""
         with torch.no_grad():
@@ -112,6 +132,63 @@ class SVDQuantLinear(torch.nn.Module):
         y = svdquant_linear(x2, self.qweight, self.wscales, alpha, self.pre_quant_scale, self.l2t_smoothed, l1_scaled,
                             gs, self.bias)
         return y.reshape(*lead, self.out_features)
+
+
+def _torch_tensor(t) -> torch.Tensor:
+    """svdq.checkpoint.Tensor (dtype name, NumPy bits) -> a CPU torch tensor of that dtype, bits kept."""
+    a = np.ascontiguousarray(t.array)
+    if t.dtype == "BF16":
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    if t.dtype in ("F8_E4M3", "F8_E5M2"):
+        return torch.from_numpy(a.copy()).view(torch.float8_e4m3fn if t.dtype == "F8_E4M3" else torch.float8_e5m2)
+    if t.dtype in ("U16", "U32", "U64"):
+        a = a.view({"U16": np.int16, "U32": np.int32, "U64": np.int64}[t.dtype])
+    return torch.from_numpy(a.copy())
+
+
+def load_checkpoint(model: torch.nn.Module, src, format: str = "auto", strict: bool = True, device=None):
+    """Loads an SVDQuant NVFP4 checkpoint (svdq.checkpoint.load: a ModelOpt NVFP4_SVD export, a Nunchaku fp4 file, an
+    svdq file or a state_dict) into `model`: every checkpoint layer replaces the nn.Linear of that name by an
+    SVDQuantLinear (same in/out features required), every other tensor is loaded into the model's parameters and
+    buffers. strict: the checkpoint and the model must name the same tensors. Nothing in the model changes unless
+    every layer and tensor fits. Returns the model."""
+    from . import checkpoint as ck
+
+    c = src if isinstance(src, ck.Checkpoint) else ck.load(src, format=format)
+    if device is None:
+        device = next((p.device for p in model.parameters()), None)
+    new = {}
+    for name, layer in c.layers.items():
+        try:
+            old = model.get_submodule(name)
+        except AttributeError:
+            raise ck.CheckpointError(f"layer '{name}' of the checkpoint names no module of the model") from None
+        if not isinstance(old, (torch.nn.Linear, SVDQuantLinear)):
+            raise ck.CheckpointError(f"layer '{name}': the model's module is a {type(old).__name__}, not nn.Linear")
+        n, k = c.shape(name)
+        if (old.out_features, old.in_features) != (n, k):
+            raise ck.CheckpointError(f"layer '{name}': checkpoint is [out {n}, in {k}], the model's nn.Linear is "
+                                     f"[out {old.out_features}, in {old.in_features}]")
+        new[name] = SVDQuantLinear.from_checkpoint(layer, device=device, name=name)
+    others = {k2: _torch_tensor(v) for k2, v in c.others.items()}
+    quantized = tuple(n + "." for n in new)
+    expected = {k2 for k2 in model.state_dict() if not k2.startswith(quantized)}
+    if strict:
+        extra, missing = sorted(set(others) - expected), sorted(expected - set(others))
+        if extra or missing:
+            raise ck.CheckpointError(f"the checkpoint and the model do not match (strict=True): checkpoint tensors "
+                                     f"the model lacks: {extra[:8]}; model tensors the checkpoint lacks: "
+                                     f"{missing[:8]}")
+    current = model.state_dict()
+    for k2 in sorted(set(others) & expected):
+        if tuple(others[k2].shape) != tuple(current[k2].shape):
+            raise ck.CheckpointError(f"tensor '{k2}': checkpoint shape {list(others[k2].shape)}, the model's "
+                                     f"{list(current[k2].shape)}")
+    for name, mod in new.items():
+        parent_name, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent_name) if parent_name else model, child, mod)
+    model.load_state_dict({k2: v for k2, v in others.items() if k2 in expected}, strict=False)
+    return model
 
 
 def quantize_model(model: torch.nn.Module, rank: int = 32,

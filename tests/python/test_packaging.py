@@ -33,7 +33,8 @@ def test_wheel_holds_the_extension_and_the_package():
     if not wheels:
         pytest.skip(f"no wheel in {WHEEL_DIR} (scripts/test.sh builds one)")
     names = zipfile.ZipFile(sorted(wheels)[-1]).namelist()
-    for f in ("svdq/__init__.py", "svdq/_api.py", "svdq/_torch_ops.py", "svdq/nn.py", "svdq/quant.py"):
+    for f in ("svdq/__init__.py", "svdq/_api.py", "svdq/_torch_ops.py", "svdq/nn.py", "svdq/quant.py",
+              "svdq/checkpoint.py", "svdq/_safetensors.py"):
         assert f in names
     assert any(n.startswith("svdq/_C") and n.endswith(".so") for n in names)
     assert not any(n.startswith(("include/", "lib/")) for n in names)  # the C++ install tree stays out of the wheel
