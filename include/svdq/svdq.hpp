@@ -29,6 +29,13 @@ void mm_nvfp4_svdquant(const TensorView& a, const TensorView& b, const TensorVie
                        const TensorView& alpha, const TensorView& d, const TensorView& l1, const TensorView& bias,
                        const TensorView& out, Stream stream = nullptr);
 
+// As above with a per-output-channel scale of the main term (Nunchaku's `wcscales`), f32 [N] or undefined:
+// out[m,n] = BF16( alpha * ( wcscales[n] · Σ_k deq(a)[m,k]·deq(b)[n,k] + Σ_j d[m,j]·l1[n,j] ) + bias[n] ),
+// the product wcscales[n] · Σ_k rounded once to FP32 before the low-rank sum is added (every program).
+void mm_nvfp4_svdquant(const TensorView& a, const TensorView& b, const TensorView& a_sf, const TensorView& b_sf,
+                       const TensorView& alpha, const TensorView& d, const TensorView& l1, const TensorView& bias,
+                       const TensorView& out, const TensorView& wcscales, Stream stream = nullptr);
+
 // (xq, sf) = NVFP4 quantization of x (bf16 [M, K], K % 32 == 0) with the device scalar global_scale (f32 [1]).
 //   xq  u8 [M, K/2];  sf u8 scales in `layout` (swizzled: ceil(M/128)*128 x ceil(K/64)*4 bytes incl. zero padding;
 //   linear: M x K/16 bytes).
@@ -56,6 +63,13 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
                      const TensorView& alpha, const TensorView& pre_quant_scale, const TensorView& l2t_smoothed,
                      const TensorView& l1_scaled, const TensorView& global_scale, const TensorView& bias,
                      const TensorView& out, const TensorView& workspace, Stream stream = nullptr);
+
+// As above with the GEMM's per-output-channel scale wcscales (f32 [N] or undefined; see mm_nvfp4_svdquant).
+void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const TensorView& weight_sf,
+                     const TensorView& alpha, const TensorView& pre_quant_scale, const TensorView& l2t_smoothed,
+                     const TensorView& l1_scaled, const TensorView& global_scale, const TensorView& bias,
+                     const TensorView& out, const TensorView& workspace, const TensorView& wcscales,
+                     Stream stream = nullptr);
 
 // Size in bytes of a scale buffer for `rows` rows and K columns in `layout`.
 int64_t scale_buffer_bytes(int64_t rows, int64_t k, ScaleLayout layout);

@@ -8,6 +8,7 @@
 #pragma once
 #include "common/sm80_ptx.cuh"
 #include "common/smxx_nvfp4_codec.cuh"
+#include "common/smxx_params.cuh"
 
 namespace svdq_k {
 
@@ -82,5 +83,27 @@ SVDQ_DEV void dequant8_f16_copy_word(u32 q, u32 sc, bool odd, u32* o) {
 
 // Factor removed from the main-term accumulator before the rank steps and the epilogue (see above).
 #define SVDQ_MAIN_TERM_UNSCALE 16384.0f
+
+// The factor the main term of output column `col` is multiplied by before the rank steps: SVDQ_MAIN_TERM_UNSCALE,
+// times the op's per-output-channel scale where it has one (p.wcs, FP32 [the op's N]): the product with the power of
+// two is exact, so this step rounds each main-term sum once, wcs[n] · Σ_k, and only when wcs is given. Columns past
+// the op's N (tile padding, never stored) read nothing. cols: the op's N, p.n (p.m in the TRANS builds, whose kernel
+// sides are the op's swapped).
+SVDQ_DEV float main_term_factor(const MmParams& p, i64 col, i64 cols) {
+  return p.wcs != nullptr && col < cols ? SVDQ_MAIN_TERM_UNSCALE * p.wcs[col] : SVDQ_MAIN_TERM_UNSCALE;
+}
+
+// main_term_factor of columns col, col + 1 (col even, p.wcs given), one 8-byte load; in_range: both lie inside the
+// op's N (else the plain unscale: padding columns are never stored).
+SVDQ_DEV float2 main_term_factor2(const MmParams& p, i64 col, bool in_range) {
+  if (!in_range) return make_float2(SVDQ_MAIN_TERM_UNSCALE, SVDQ_MAIN_TERM_UNSCALE);
+  float2 w;
+#ifdef SVDQ_EMU
+  w = *reinterpret_cast<const float2*>(p.wcs + col);
+#else
+  asm volatile("ld.global.nc.v2.f32 {%0, %1}, [%2];\n" : "=f"(w.x), "=f"(w.y) : "l"(p.wcs + col));
+#endif
+  return make_float2(SVDQ_MAIN_TERM_UNSCALE * w.x, SVDQ_MAIN_TERM_UNSCALE * w.y);
+}
 
 }  // namespace svdq_k

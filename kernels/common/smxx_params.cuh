@@ -15,6 +15,7 @@ struct MmParams {
   const u16* bias;   // bf16 [N] or null
   u16* out;          // bf16 [M, N]
   i64 m, n, k, rank;
+  const float* wcs;  // f32 [N] per-output-channel scale of the main term, or null
 };
 
 // The decode GEMV program (kernels/portable/smxx_svdq_gemv.cuh): the op's operands, A as its FP16 copy, and the split

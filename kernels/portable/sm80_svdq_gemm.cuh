@@ -46,7 +46,19 @@ SVDQ_DEV void sm80_svdq_gemm(const MmParams& p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
-  auto unscale = [&]() {  // bring the main term to its true scale before the rank steps (exact, power of two)
+  auto unscale = [&]() {  // the main term to its true scale before the rank steps (exact, power of two), times wcs
+    if (p.wcs != nullptr) {
+#pragma unroll
+      for (int j = 0; j < C::kNI; ++j) {
+        const i64 col = n0 + wn * C::kWN + j * 8 + 2 * (lane & 3);
+        const float f0 = main_term_factor(p, col, p.n), f1 = main_term_factor(p, col + 1, p.n);
+#pragma unroll
+        for (int i = 0; i < C::kMI; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[i][j][e] *= (e & 1) ? f1 : f0;
+      }
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < C::kMI; ++i)
 #pragma unroll

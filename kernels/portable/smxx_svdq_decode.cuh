@@ -263,12 +263,25 @@ SVDQ_DEV void smxx_svdq_decode(const MmParams& p) {
   }
   cp_async_wait<0>();
 
+  // The main term to its true scale (and times wcs, main_term_factor) before the rank steps.
+  if (p.wcs != nullptr) {
 #pragma unroll
-  for (int i = 0; i < MT; ++i)
+    for (int j = 0; j < JT; ++j) {
+      const float f0 = main_term_factor(p, n0 + 8 * j + 2 * t, p.n);
+      const float f1 = main_term_factor(p, n0 + 8 * j + 2 * t + 1, p.n);
 #pragma unroll
-    for (int j = 0; j < JT; ++j)
+      for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] *= SVDQ_MAIN_TERM_UNSCALE;
+        for (int e = 0; e < 4; ++e) acc[i][j][e] *= (e & 1) ? f1 : f0;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < JT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] *= SVDQ_MAIN_TERM_UNSCALE;
+  }
 #pragma unroll
   for (int grp = 0; grp < 4; ++grp) {  // rank <= 256: at most 4 groups
     if (grp < rgroups) {

@@ -295,16 +295,29 @@ SVDQ_DEV void smxx_svdq_gemv(const GemvParams& gp) {
         }
   }
 
-  // Unscale the main term, then the rank steps: l1 rows as the m16 operand, d rows as the n8 operand (BF16).
+  // Unscale the main term (times wcs: main_term_factor), then the rank steps: l1 rows as the m16 operand, d rows as
+  // the n8 operand (BF16).
 #if !defined(SVDQ_EMU) && __CUDA_ARCH__ >= 900
   if (gp.a16_flags != nullptr) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // d: the whole pass
 #endif
+  if (p.wcs != nullptr) {  // accumulator e of lane (g, t): output column n0 + 16 i + 8 (e / 2) + g
 #pragma unroll
-  for (int i = 0; i < MT; ++i)
+    for (int i = 0; i < MT; ++i) {
+      const float f0 = SVDQ_MAIN_TERM_UNSCALE * p.wcs[n0 + 16 * i + g];  // (weight rows < N, as the bias's)
+      const float f1 = SVDQ_MAIN_TERM_UNSCALE * p.wcs[n0 + 16 * i + 8 + g];
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
+      for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] *= SVDQ_MAIN_TERM_UNSCALE;
+        for (int e = 0; e < 4; ++e) acc[i][j][e] *= e < 2 ? f0 : f1;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] *= SVDQ_MAIN_TERM_UNSCALE;
+  }
   // Per group of 4 steps every load first, then the 4 mma steps (one latency per group; the lines were prefetched
   // into L2 at the start).
   const int rgroups = static_cast<int>((p.rank + 63) / 64);

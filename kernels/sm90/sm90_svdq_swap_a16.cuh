@@ -369,9 +369,16 @@ SVDQ_DEV void sm90_svdq_swap_a16(const Sm90WsParams& P) {
     wgmma_wait_acc<BM, 0>(acc);
     release(num_main - 1);
   }
-  // The main term back to its true scale (exact, a power of two) before the rank steps.
+  // The main term back to its true scale (exact, a power of two) before the rank steps; times wcs where given
+  // (main_term_factor; acc[4j + 2h + e] is output column n0 + ra + 8h).
+  if (p.wcs != nullptr) {
+    const float f0 = main_term_factor(p, n0 + ra, p.n), f1 = main_term_factor(p, n0 + ra + 8, p.n);
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
+    for (int i = 0; i < kAcc; ++i) acc[i] *= (i & 2) ? f1 : f0;
+  } else {
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
+  }
   for (int it = num_main; it < total; ++it) {
     if constexpr (DQW > 0) {  // l1 fragments from the tile ring (ldmatrix), d from the slot; BF16 RS wgmma
       load_frags(it, fa);

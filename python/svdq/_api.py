@@ -194,35 +194,37 @@ def _use_torch_op(fn: str, x) -> bool:
     return _torch_ops.ready
 
 
-def mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias=None, out=None, enable_pdl=None):
+def mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias=None, out=None, enable_pdl=None, wcscales=None):
     """out[m, n] = BF16(alpha * (deq(a) @ deq(b).T + d @ l1.T) + bias[n])  (SPEC §1).
 
     a uint8 [M, K/2], b uint8 [N, K/2] (packed E2M1), a_sf / b_sf uint8 (E4M3, 128x4 swizzled), alpha float32 [1]
     (device), d bfloat16 [M, r], l1 bfloat16 [N, r], bias bfloat16 [N] or None; returns out bfloat16 [M, N] (or
-    writes `out`)."""
+    writes `out`). wcscales (svdq's addition after FlashInfer's arguments): float32 [N] or None, a per-output-channel
+    scale of the main term: out = BF16(alpha * (wcscales[n] * deq(a) @ deq(b).T + d @ l1.T) + bias[n])."""
     if _NATIVE.get(type(a)) and not _compiling():  # an eager torch call: straight to the library
         return _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, None,
-                                    -1 if enable_pdl is None else _pdl(enable_pdl))
+                                    -1 if enable_pdl is None else _pdl(enable_pdl), wcscales=wcscales)
     pdl = _pdl(enable_pdl)
     if _use_torch_op("mm_nvfp4_svdquant", a):
         import torch
 
         if out is None:
-            return torch.ops.svdq.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, pdl)
-        torch.ops.svdq.mm_nvfp4_svdquant_out(a, b, a_sf, b_sf, alpha, d, l1, bias, out, pdl)
+            return torch.ops.svdq.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, pdl, wcscales)
+        torch.ops.svdq.mm_nvfp4_svdquant_out(a, b, a_sf, b_sf, alpha, d, l1, bias, out, pdl, wcscales)
         return out
     if _native(a):
-        return _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, None, pdl)
+        return _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, None, pdl, wcscales=wcscales)
     alloc = _Alloc("mm_nvfp4_svdquant", a)
     if alloc.kind == "jax":
         if out is not None:
             raise TypeError("mm_nvfp4_svdquant: argument 'out' must be None for JAX arrays (they are immutable): the "
                             "result comes back as a new array")
-        y = _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, None, None, pdl, own_stream=True)
+        y = _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, None, None, pdl, own_stream=True,
+                                 wcscales=wcscales)
         return _to_jax(y, alloc.device)
     if out is None:
         out = alloc.empty((a.shape[0], b.shape[0]), "bf16")
-    _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, alloc.stream, pdl)
+    _C.mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, alloc.stream, pdl, wcscales=wcscales)
     return out
 
 
@@ -262,30 +264,32 @@ def nvfp4_quantize_smooth(x, pre_quant_scale, global_scale, layout=SWIZZLED, ena
 
 
 def svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale, bias=None,
-                    enable_pdl=None):
+                    enable_pdl=None, wcscales=None):
     """The whole SVDQuant layer, y = (x * pqs) @ (R + L1 L2).T + bias, from bfloat16 x [M, K]: one pass over x
-    (NVFP4 codes and scales of x * pqs, d = x @ l2t_smoothed), then the fused GEMM. Returns bfloat16 [M, N]."""
+    (NVFP4 codes and scales of x * pqs, d = x @ l2t_smoothed), then the fused GEMM. Returns bfloat16 [M, N].
+    wcscales: float32 [N] or None, the GEMM's per-output-channel scale of the main term (see mm_nvfp4_svdquant)."""
     if _NATIVE.get(type(x)) and not _compiling():  # an eager torch call: straight to the library
         return _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled,
-                                  global_scale, bias, None, None, None, -1 if enable_pdl is None else _pdl(enable_pdl))
+                                  global_scale, bias, None, None, None, -1 if enable_pdl is None else _pdl(enable_pdl),
+                                  wcscales=wcscales)
     pdl = _pdl(enable_pdl)
     if _use_torch_op("svdquant_linear", x):
         import torch
 
         return torch.ops.svdq.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed,
-                                              l1_scaled, global_scale, bias, pdl)
+                                              l1_scaled, global_scale, bias, pdl, wcscales)
     if _native(x):
         return _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled,
-                                  global_scale, bias, None, None, None, pdl)
+                                  global_scale, bias, None, None, None, pdl, wcscales=wcscales)
     alloc = _Alloc("svdquant_linear", x)
     if alloc.kind == "jax":
         y = _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale,
-                               bias, None, None, None, pdl, own_stream=True)
+                               bias, None, None, None, pdl, own_stream=True, wcscales=wcscales)
         return _to_jax(y, alloc.device)
     out = alloc.empty((x.shape[0], weight_fp4.shape[0]), "bf16")
     # (no workspace: the library takes it from svdq's stream-ordered pool)
     _C.svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale, bias,
-                       out, None, alloc.stream, pdl)
+                       out, None, alloc.stream, pdl, wcscales=wcscales)
     return out
 
 

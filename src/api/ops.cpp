@@ -17,9 +17,17 @@ namespace {
 
 router::MmShape shape_of(const api::MmDims& dm) { return {dm.m, dm.n, dm.k, dm.rank, dm.has_bias}; }
 
-programs::MmRoute route_mm(const jit::DeviceTarget& dev, const router::MmShape& shape) {
-  const registry::Build& build = router::select_gemm(dev, shape);
-  return {&build, router::raster_group(dev, shape, build)};
+// wcs: the call has a per-output-channel scale. The stream-K build has no register left for it, so such a call runs
+// the build's whole-tile twin (the same K order: the same bytes; kernels/sm90/ws/consumer.cuh).
+programs::MmRoute route_mm(const jit::DeviceTarget& dev, const router::MmShape& shape, bool wcs) {
+  const registry::Build* build = &router::select_gemm(dev, shape);
+  if (wcs && build->stream_k) {
+    build = registry::whole_tile_twin(*build);
+    if (build == nullptr)
+      throw Error(ErrorCode::Unsupported, "mm_nvfp4_svdquant: argument 'wcscales': the routed stream-K build has no "
+                                          "whole-tile twin to run it");
+  }
+  return {build, router::raster_group(dev, shape, *build)};
 }
 
 }  // namespace
@@ -81,14 +89,20 @@ int64_t svdquant_linear_workspace_size(int64_t m, int64_t k, int64_t rank) {
 
 void mm_nvfp4_svdquant(const TensorView& a, const TensorView& b, const TensorView& a_sf, const TensorView& b_sf,
                        const TensorView& alpha, const TensorView& d, const TensorView& l1, const TensorView& bias,
-                       const TensorView& out, Stream stream) {
-  const api::MmDims dm = api::validate_mm(a, b, a_sf, b_sf, alpha, d, l1, bias, out);
+                       const TensorView& out, const TensorView& wcscales, Stream stream) {
+  const api::MmDims dm = api::validate_mm(a, b, a_sf, b_sf, alpha, d, l1, bias, out, wcscales);
   const jit::DeviceTarget& dev = jit::current_device();
   const router::MmShape shape = shape_of(dm);
-  programs::launch_mm(dev, route_mm(dev, shape), shape,
+  programs::launch_mm(dev, route_mm(dev, shape, wcscales.defined()), shape,
                       programs::MmOperands{a.data, b.data, a_sf.data, b_sf.data, alpha.data, d.data, l1.data, bias.data,
-                                           out.data},
+                                           out.data, wcscales.data},
                       stream);
+}
+
+void mm_nvfp4_svdquant(const TensorView& a, const TensorView& b, const TensorView& a_sf, const TensorView& b_sf,
+                       const TensorView& alpha, const TensorView& d, const TensorView& l1, const TensorView& bias,
+                       const TensorView& out, Stream stream) {
+  mm_nvfp4_svdquant(a, b, a_sf, b_sf, alpha, d, l1, bias, out, TensorView(), stream);
 }
 
 void nvfp4_quantize(const TensorView& x, const TensorView& global_scale, const TensorView& xq, const TensorView& sf,
@@ -108,9 +122,9 @@ void nvfp4_quantize_smooth(const TensorView& x, const TensorView& pre_quant_scal
 void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const TensorView& weight_sf,
                      const TensorView& alpha, const TensorView& pre_quant_scale, const TensorView& l2t_smoothed,
                      const TensorView& l1_scaled, const TensorView& global_scale, const TensorView& bias,
-                     const TensorView& out, const TensorView& workspace, Stream stream) {
+                     const TensorView& out, const TensorView& workspace, const TensorView& wcscales, Stream stream) {
   const api::LinearDims ld = api::validate_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed,
-                                                  l1_scaled, global_scale, bias, out, workspace);
+                                                  l1_scaled, global_scale, bias, out, workspace, wcscales);
   const api::MmDims& dm = ld.mm;
   const LinearLayout wl = linear_layout(dm.m, dm.k, dm.rank);
   // 1. One pass over x: (xq, sf) = quantize_smooth(x) and d = BF16(x @ l2t_smoothed), and, where the routed GEMM
@@ -118,7 +132,7 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   // 2. out = mm_nvfp4_svdquant(xq, weight, sf, weight_sf, alpha, d, l1, bias).
   const jit::DeviceTarget& dev = jit::current_device();
   const router::MmShape shape = shape_of(dm);
-  const programs::MmRoute route = route_mm(dev, shape);
+  const programs::MmRoute route = route_mm(dev, shape, wcscales.defined());
   const registry::Build& gemm = *route.build;
   const registry::Build& pass = router::select_quant_lora(dev, dm.m, true);
   const bool fp16 = programs::reads_a_as_fp16(gemm);
@@ -160,7 +174,8 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   q.sf = sf;
   q.l2t = l2t_smoothed.data;
   q.d = d;
-  programs::MmOperands ops{xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data};
+  programs::MmOperands ops{xq,        weight_fp4.data, sf,       weight_sf.data, alpha.data, d,
+                           l1_scaled.data, bias.data, out.data, wcscales.data};
   if (fp16) {
     q.a16 = extra;
     q.a16_pairs = gemm.pairs;
@@ -177,6 +192,14 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   }
   programs::launch_mm(dev, route, shape, ops, stream);
   if (scratch) scratch->release();
+}
+
+void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const TensorView& weight_sf,
+                     const TensorView& alpha, const TensorView& pre_quant_scale, const TensorView& l2t_smoothed,
+                     const TensorView& l1_scaled, const TensorView& global_scale, const TensorView& bias,
+                     const TensorView& out, const TensorView& workspace, Stream stream) {
+  svdquant_linear(x, weight_fp4, weight_sf, alpha, pre_quant_scale, l2t_smoothed, l1_scaled, global_scale, bias, out,
+                  workspace, TensorView(), stream);
 }
 
 }  // namespace svdq

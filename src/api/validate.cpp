@@ -74,6 +74,13 @@ void check_scalar_f32(const char* fn, const char* name, const TensorView& t) {
   if (n != 1) fail(fn, name, "must hold exactly one float32 (a device scalar), got shape " + shape_str(t));
 }
 
+// The optional per-output-channel scale of the main term: f32 [N], 16-byte aligned, or undefined.
+void check_wcscales(const char* fn, const TensorView& t, int64_t n) {
+  if (!t.defined()) return;
+  check_tensor(fn, "wcscales", t, {DType::F32}, 1);
+  check_dims(fn, "wcscales", t, {n}, "[N], one scale per output channel");
+}
+
 void check_scale_buffer(const char* fn, const char* name, const TensorView& t, int64_t rows, int64_t k,
                         ScaleLayout layout, const char* rows_name) {
   const int64_t numel = check_tensor(fn, name, t, {DType::U8, DType::E4M3}, -1);
@@ -130,7 +137,7 @@ constexpr int64_t kMaxN = (int64_t(1) << 31) - 1;
 
 MmDims validate_mm(const TensorView& a, const TensorView& b, const TensorView& a_sf, const TensorView& b_sf,
                    const TensorView& alpha, const TensorView& d, const TensorView& l1, const TensorView& bias,
-                   const TensorView& out) {
+                   const TensorView& out, const TensorView& wcscales) {
   const char* fn = "mm_nvfp4_svdquant";
   check_tensor(fn, "a", a, {DType::U8}, 2);
   check_tensor(fn, "b", b, {DType::U8}, 2);
@@ -161,10 +168,11 @@ MmDims validate_mm(const TensorView& a, const TensorView& b, const TensorView& a
     check_tensor(fn, "bias", bias, {DType::BF16}, 1);
     check_dims(fn, "bias", bias, {r.n}, "[N]");
   }
+  check_wcscales(fn, wcscales, r.n);
   check_tensor(fn, "out", out, {DType::BF16}, 2);
   check_dims(fn, "out", out, {r.m, r.n}, "[M, N]");
   check_no_overlap(fn, "out", out, {{"a", &a}, {"b", &b}, {"a_sf", &a_sf}, {"b_sf", &b_sf}, {"alpha", &alpha},
-                                    {"d", &d}, {"l1", &l1}, {"bias", &bias}});
+                                    {"d", &d}, {"l1", &l1}, {"bias", &bias}, {"wcscales", &wcscales}});
   return r;
 }
 
@@ -196,7 +204,7 @@ QuantDims validate_quantize(const char* fn, const TensorView& x, const TensorVie
 LinearDims validate_linear(const TensorView& x, const TensorView& weight_fp4, const TensorView& weight_sf,
                            const TensorView& alpha, const TensorView& pre_quant_scale, const TensorView& l2t_smoothed,
                            const TensorView& l1_scaled, const TensorView& global_scale, const TensorView& bias,
-                           const TensorView& out, const TensorView& workspace) {
+                           const TensorView& out, const TensorView& workspace, const TensorView& wcscales) {
   const char* fn = "svdquant_linear";
   check_tensor(fn, "x", x, {DType::BF16}, 2);
   LinearDims r;
@@ -231,6 +239,7 @@ LinearDims validate_linear(const TensorView& x, const TensorView& weight_fp4, co
     check_tensor(fn, "bias", bias, {DType::BF16}, 1);
     check_dims(fn, "bias", bias, {r.mm.n}, "[N]");
   }
+  check_wcscales(fn, wcscales, r.mm.n);
   check_tensor(fn, "out", out, {DType::BF16}, 2);
   check_dims(fn, "out", out, {r.mm.m, r.mm.n}, "[M, N]");
   r.workspace_bytes = svdquant_linear_workspace_size(r.mm.m, r.mm.k, r.mm.rank);
@@ -243,12 +252,12 @@ LinearDims validate_linear(const TensorView& x, const TensorView& weight_fp4, co
   check_no_overlap(fn, "out", out, {{"x", &x}, {"weight_fp4", &weight_fp4}, {"weight_sf", &weight_sf}, {"alpha", &alpha},
                                     {"pre_quant_scale", &pre_quant_scale}, {"l2t_smoothed", &l2t_smoothed},
                                     {"l1_scaled", &l1_scaled}, {"global_scale", &global_scale}, {"bias", &bias},
-                                    {"workspace", &workspace}});
+                                    {"workspace", &workspace}, {"wcscales", &wcscales}});
   if (workspace.defined())
     check_no_overlap(fn, "workspace", workspace,
                      {{"x", &x}, {"weight_fp4", &weight_fp4}, {"weight_sf", &weight_sf}, {"alpha", &alpha},
                       {"pre_quant_scale", &pre_quant_scale}, {"l2t_smoothed", &l2t_smoothed}, {"l1_scaled", &l1_scaled},
-                      {"global_scale", &global_scale}, {"bias", &bias}});
+                      {"global_scale", &global_scale}, {"bias", &bias}, {"wcscales", &wcscales}});
   return r;
 }
 

@@ -13,7 +13,7 @@ struct MmDims {
 };
 MmDims validate_mm(const TensorView& a, const TensorView& b, const TensorView& a_sf, const TensorView& b_sf,
                    const TensorView& alpha, const TensorView& d, const TensorView& l1, const TensorView& bias,
-                   const TensorView& out);
+                   const TensorView& out, const TensorView& wcscales = TensorView());
 
 struct QuantDims {
   int64_t m = 0, k = 0;
@@ -29,7 +29,8 @@ struct LinearDims {
 LinearDims validate_linear(const TensorView& x, const TensorView& weight_fp4, const TensorView& weight_sf,
                            const TensorView& alpha, const TensorView& pre_quant_scale, const TensorView& l2t_smoothed,
                            const TensorView& l1_scaled, const TensorView& global_scale, const TensorView& bias,
-                           const TensorView& out, const TensorView& workspace);
+                           const TensorView& out, const TensorView& workspace,
+                           const TensorView& wcscales = TensorView());
 
 }  // namespace svdq::api
 

@@ -261,7 +261,20 @@ void Problem::replace_host(const reference::MmProblem& h) {
 
 void Problem::poison_output() { out_.fill_byte(0xFF); }
 
-void Problem::run(Stream stream) { mm_nvfp4_svdquant(a(), b(), a_sf(), b_sf(), alpha(), d(), l1(), bias(), out(), stream); }
+void Problem::set_wcscales(const std::vector<float>& wcs) {
+  if (!wcs.empty() && static_cast<int64_t>(wcs.size()) != shape_.n)
+    throw Error(ErrorCode::InvalidArgument, "Problem::set_wcscales: argument 'wcs' must hold N values or none");
+  host_.wcs = wcs;
+  wcs_ = wcs.empty() ? DeviceBuffer() : to_device(wcs);
+}
+
+TensorView Problem::wcscales() const {
+  return host_.wcs.empty() ? TensorView() : TensorView(wcs_.get(), DType::F32, {shape_.n});
+}
+
+void Problem::run(Stream stream) {
+  mm_nvfp4_svdquant(a(), b(), a_sf(), b_sf(), alpha(), d(), l1(), bias(), out(), wcscales(), stream);
+}
 
 std::vector<uint16_t> Problem::download_output() const {
   // Surfaces an asynchronous kernel fault here, named as such, instead of as a failed copy.

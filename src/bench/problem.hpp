@@ -80,6 +80,10 @@ class Problem {
       out() const;
   // Replaces the host inputs (same shape and sizes: scales, alpha, special values) and uploads them.
   void replace_host(const reference::MmProblem& host);
+  // Gives the problem a per-output-channel scale of the main term (wcscales, [N] values) or, empty, none; later
+  // runs pass it.
+  void set_wcscales(const std::vector<float>& wcs);
+  TensorView wcscales() const;
   // Fills out with 0xFFFF (BF16 NaN) so unwritten elements fail every comparison.
   void poison_output();
   void run(Stream stream = nullptr);  // svdq::mm_nvfp4_svdquant on the device tensors
@@ -88,7 +92,7 @@ class Problem {
  private:
   Shape shape_;
   reference::MmProblem host_;
-  DeviceBuffer a_, b_, a_sf_, b_sf_, alpha_, d_, l1_, bias_, out_;
+  DeviceBuffer a_, b_, a_sf_, b_sf_, alpha_, d_, l1_, bias_, out_, wcs_;
 };
 
 // Rows checked against the CPU reference: all rows when M <= `all_rows_up_to`, else first, last, tile edges

@@ -48,6 +48,7 @@ void launch_mm(const jit::DeviceTarget& dev, const MmRoute& route, const router:
   p.n = km.n;
   p.k = km.k;
   p.rank = km.rank;
+  p.wcs = static_cast<const float*>(ops.wcs);  // (indexed by the op's N, TRANS builds included)
   const int64_t col_tiles = (km.n + build.bn - 1) / build.bn, row_tiles = (km.m + build.bm - 1) / build.bm;
   // The warp-specialized program numbers its tiles in an int (raster groups, the persistent loop); an output that
   // large would not fit in memory anyway, but say so rather than wrap.

@@ -22,6 +22,7 @@ struct MmOperands {
   const void* l1 = nullptr;
   const void* bias = nullptr;
   void* out = nullptr;
+  const void* wcs = nullptr;  // f32 [N] per-output-channel scale of the main term, or null
   // The op's A already copied to FP16 in the build's K order (svdquant_linear's pass), or null.
   const void* a16_ready = nullptr;
   // mm_split_scratch_bytes of scratch taken before the launch in front of the GEMM (svdquant_linear takes it before

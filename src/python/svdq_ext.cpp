@@ -91,12 +91,13 @@ NB_MODULE(_C, m) {
   m.def(
       "mm_nvfp4_svdquant",
       [](nb::handle a, nb::handle b, nb::handle a_sf, nb::handle b_sf, nb::handle alpha, nb::handle d, nb::handle l1,
-         nb::handle bias, nb::handle out, nb::handle stream, int pdl, bool own_stream) {
+         nb::handle bias, nb::handle out, nb::handle stream, int pdl, bool own_stream, nb::handle wcscales) {
         CallArrays c("mm_nvfp4_svdquant", a, own_stream);
         const TensorView va = c.in("a", a, DType::U8), vb = c.in("b", b, DType::U8), vas = c.in("a_sf", a_sf, DType::U8),
                          vbs = c.in("b_sf", b_sf, DType::U8), val = c.in("alpha", alpha, DType::F32),
                          vd = c.in("d", d, DType::BF16), vl = c.in("l1", l1, DType::BF16),
-                         vbias = c.in_opt("bias", bias, DType::BF16);
+                         vbias = c.in_opt("bias", bias, DType::BF16),
+                         vwc = c.in_opt("wcscales", wcscales, DType::F32);
         nb::object owner = nb::borrow(out);
         TensorView vo;
         if (!out.is_none() || (is_2d(va) && is_2d(vb)))  // (else the library names the input's rule)
@@ -105,13 +106,13 @@ NB_MODULE(_C, m) {
         nb::gil_scoped_release release;
         const svdq::py::DeviceGuard device(c.device());
         const svdq::programs::ScopedPdl scoped(pdl);
-        svdq::mm_nvfp4_svdquant(va, vb, vas, vbs, val, vd, vl, vbias, vo, s);
+        svdq::mm_nvfp4_svdquant(va, vb, vas, vbs, val, vd, vl, vbias, vo, vwc, s);
         c.finish();
         return owner;
       },
       nb::arg("a"), nb::arg("b"), nb::arg("a_sf"), nb::arg("b_sf"), nb::arg("alpha"), nb::arg("d"), nb::arg("l1"),
       nb::arg("bias").none(), nb::arg("out").none() = nb::none(), nb::arg("stream").none() = nb::none(),
-      nb::arg("pdl") = -1, nb::arg("own_stream") = false);
+      nb::arg("pdl") = -1, nb::arg("own_stream") = false, nb::arg("wcscales").none() = nb::none());
 
   m.def(
       "nvfp4_quantize",
@@ -150,13 +151,14 @@ NB_MODULE(_C, m) {
   m.def(
       "svdquant_linear",
       [](nb::handle x, nb::handle w, nb::handle wsf, nb::handle alpha, nb::handle pqs, nb::handle l2t, nb::handle l1,
-         nb::handle gs, nb::handle bias, nb::handle out, nb::handle ws, nb::handle stream, int pdl, bool own_stream) {
+         nb::handle gs, nb::handle bias, nb::handle out, nb::handle ws, nb::handle stream, int pdl, bool own_stream,
+         nb::handle wcscales) {
         CallArrays c("svdquant_linear", x, own_stream);
         const TensorView vx = c.in("x", x, DType::BF16), vw = c.in("weight_fp4", w, DType::U8),
                          vws = c.in("weight_sf", wsf, DType::U8), va = c.in("alpha", alpha, DType::F32),
                          vp = c.in("pre_quant_scale", pqs, DType::BF16), vl2 = c.in("l2t_smoothed", l2t, DType::BF16),
                          vl1 = c.in("l1_scaled", l1, DType::BF16), vg = c.in("global_scale", gs, DType::F32),
-                         vb = c.in_opt("bias", bias, DType::BF16);
+                         vb = c.in_opt("bias", bias, DType::BF16), vwc = c.in_opt("wcscales", wcscales, DType::F32);
         nb::object owner = nb::borrow(out), ws_owner;
         TensorView vo, vwk;
         if (!out.is_none() || (is_2d(vx) && is_2d(vw)))  // (else the library names the input's rule)
@@ -167,14 +169,15 @@ NB_MODULE(_C, m) {
         nb::gil_scoped_release release;
         const svdq::py::DeviceGuard device(c.device());
         const svdq::programs::ScopedPdl scoped(pdl);
-        svdq::svdquant_linear(vx, vw, vws, va, vp, vl2, vl1, vg, vb, vo, vwk, s);
+        svdq::svdquant_linear(vx, vw, vws, va, vp, vl2, vl1, vg, vb, vo, vwk, vwc, s);
         c.finish();
         return owner;
       },
       nb::arg("x"), nb::arg("weight_fp4"), nb::arg("weight_sf"), nb::arg("alpha"), nb::arg("pre_quant_scale"),
       nb::arg("l2t_smoothed"), nb::arg("l1_scaled"), nb::arg("global_scale"), nb::arg("bias").none(),
       nb::arg("out").none() = nb::none(), nb::arg("workspace").none() = nb::none(),
-      nb::arg("stream").none() = nb::none(), nb::arg("pdl") = -1, nb::arg("own_stream") = false);
+      nb::arg("stream").none() = nb::none(), nb::arg("pdl") = -1, nb::arg("own_stream") = false,
+      nb::arg("wcscales").none() = nb::none());
 
   // The SPEC §1 quantizer on the host (the reference the GPU matches byte for byte): x as BF16 bits (uint16) in host
   // memory, [M, K]; returns (codes uint8 [M, K/2], scales uint8) as bytes objects. Used for weights at

@@ -29,6 +29,8 @@ void dequant_row(const uint8_t* q, const uint8_t* sf, int64_t row, int64_t k, fl
 std::vector<double> mm_rows_f64(const MmProblem& p, const std::vector<int64_t>& rows, int threads) {
   if (p.n < 1 || p.k < 16 || p.k % 16 != 0 || p.rank < 0)
     throw Error(ErrorCode::InvalidArgument, "mm_rows_f64: argument 'p' needs n >= 1, k a positive multiple of 16, rank >= 0");
+  if (!p.wcs.empty() && static_cast<int64_t>(p.wcs.size()) != p.n)
+    throw Error(ErrorCode::InvalidArgument, "mm_rows_f64: argument 'p': wcs must be empty or hold N values");
   for (int64_t r : rows)
     if (r < 0 || r >= p.m) throw Error(ErrorCode::InvalidArgument, "mm_rows_f64: argument 'rows' holds an index out of range");
   const int64_t nr = static_cast<int64_t>(rows.size()), n = p.n, k = p.k, rank = p.rank;
@@ -45,6 +47,7 @@ std::vector<double> mm_rows_f64(const MmProblem& p, const std::vector<int64_t>& 
         const float* ar = &arows[i * k];
         double acc = 0.0;
         for (int64_t e = 0; e < k; ++e) acc += double(ar[e]) * double(brow[e]);
+        if (!p.wcs.empty()) acc *= double(p.wcs[j]);
         const int64_t m = rows[i];
         for (int64_t t = 0; t < rank; ++t)
           acc += double(svdq_k::bf16_to_float(p.d[m * rank + t])) * double(svdq_k::bf16_to_float(p.l1[j * rank + t]));

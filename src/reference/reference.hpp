@@ -1,5 +1,5 @@
-// CPU reference of mm_nvfp4_svdquant: FP64 accumulation of the exact dequantized products and of d·l1, then
-// alpha·acc + bias in FP64 and one rounding to BF16. Used by tests, `svdq verify` and (later) the tuner.
+// CPU reference of mm_nvfp4_svdquant: FP64 accumulation of the exact dequantized products (times wcs[n] where
+// given) and of d·l1, then alpha·acc + bias in FP64 and one rounding to BF16. Used by tests, `svdq verify` and (later) the tuner.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -16,6 +16,7 @@ struct MmProblem {
   std::vector<uint8_t> a_sf, b_sf;    // swizzled
   float alpha = 1.0f;
   std::vector<uint16_t> d, l1, bias;  // [M, r], [N, r], [N]
+  std::vector<float> wcs;             // [N] per-output-channel scale of the main term, or empty
 };
 
 // Exact real-valued results (before BF16 rounding) for the listed rows: [rows.size(), N] row-major.

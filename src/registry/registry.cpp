@@ -114,8 +114,9 @@ Build sm90_ws(int bn, int stages, int bstages, bool pairs = false, bool persiste
   const int64_t stage = 128 * 32 + 512;  // A's codes and scale block per K tile
   const int64_t d_tiles = pairs ? 1 : 0;
   // persistent: three 16 KiB boxes of the output tile's staging area before the d buffer (its fourth), the tile's
-  // bias (bn BF16 values), three barriers.
-  const int64_t stage_boxes = persistent ? 3 : 0, bias_bytes = persistent ? int64_t(bn) * 2 : 0;
+  // bias (bn BF16 values) and, without trans, its wcscales (bn FP32 values), three barriers.
+  const int64_t stage_boxes = persistent ? 3 : 0,
+                bias_bytes = persistent ? int64_t(bn) * 2 + (trans ? 0 : int64_t(bn) * 4) : 0;
   b.smem_bytes = int64_t(bstages) * bn * 128 + stages * stage + (stage_boxes + d_tiles) * 128 * 128 + bias_bytes +
                  (2 * stages + 2 * bstages + 2 * d_tiles + (idle_cvt ? bstages : 0) + (persistent ? 3 : 0) +
                   (stream_k ? 1 : 0)) * 8 +
@@ -420,6 +421,13 @@ const Build* find_build(std::string_view id) {
   }();
   const auto it = index.find(id);
   return it == index.end() ? nullptr : it->second;
+}
+
+const Build* whole_tile_twin(const Build& b) {
+  const std::string_view id = b.id;
+  if (!b.stream_k || id.size() < 3 || id.substr(id.size() - 3) != "_sk") return nullptr;
+  const Build* t = find_build(id.substr(0, id.size() - 3));
+  return t != nullptr && !t->stream_k && t->program == b.program ? t : nullptr;
 }
 
 const std::vector<std::string>& retired_ids() { return retired(); }

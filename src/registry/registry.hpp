@@ -76,6 +76,9 @@ const std::vector<Build>& all_builds();
 // A build by its ID or a former one (former_build_ids): throws svdq::Error for an unknown ID / returns nullptr.
 const Build& build_by_id(std::string_view id);
 const Build* find_build(std::string_view id);
+// The whole-tile twin of a stream-K build (its id without "_sk": the same program and K order, the same bytes), or
+// null when `b` is not stream-K or has none.
+const Build* whole_tile_twin(const Build& b);
 // IDs are derived from the configuration, defaults left out: <program>_<tile>_s<ring slots>[_b<B tiles>|_t<FP16
 // tiles>]_<forms>, e.g. sm90_ws_n256_s6_b4_pairs_pers_sk, sm90_swap_m72_s16_dq8_t4, sm80_gemm_m64_s6_t2.
 std::string derived_id(const Build& b);

@@ -80,6 +80,29 @@ TEST(Registry, IdsAreDerivedFromTheConfigurationAndNeverReused) {
 
 // The test-only perturbed form (registry::testing::set_perturbed_timing) renders SVDQ_PERTURB into every unit, so it
 // has units (and cache entries) of its own; switched off, rendering is as before.
+// A call with a per-output-channel scale runs a stream-K build's whole-tile twin (the SK form has no wcscales path):
+// every stream-K build has one, of the same program, not stream-K, with the same tile and pipeline parameters.
+TEST(Registry, EveryStreamKBuildHasAWholeTileTwin) {
+  int sk = 0;
+  for (const auto& b : svdq::registry::all_builds()) {
+    const svdq::registry::Build* t = svdq::registry::whole_tile_twin(b);
+    if (!b.stream_k) {
+      EXPECT_EQ(t, nullptr) << b.id;
+      continue;
+    }
+    ++sk;
+    ASSERT_NE(t, nullptr) << b.id;
+    EXPECT_FALSE(t->stream_k);
+    EXPECT_EQ(t->id + "_sk", b.id);
+    EXPECT_EQ(t->bn, b.bn);
+    EXPECT_EQ(t->stages, b.stages);
+    EXPECT_EQ(t->tile_bufs, b.tile_bufs);
+    EXPECT_EQ(t->pairs, b.pairs);
+    EXPECT_EQ(t->persistent, b.persistent);
+  }
+  EXPECT_GE(sk, 1);
+}
+
 TEST(Registry, PerturbedTimingRendersUnitsOfItsOwn) {
   const reg::Build& b = reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers_sk");
   const std::string plain = reg::render(b), plain_unit = reg::unit_name(b);
@@ -479,16 +502,17 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
     EXPECT_TRUE(!b.idle_cvt || !(b.split_b || b.stream_k || b.trans));
     EXPECT_TRUE(!b.stream_k || !b.split_b);
   }
-  // The TMA-store epilogue, persistent: three 16 KiB staging boxes, the tile's 512 bias bytes and three barriers
-  // more, one B tile (32 KiB) and two packed slots fewer than the pairs ring without it (the persistent loop and
-  // SPLIT_B, warp 2 loading the B ring, take no shared memory of their own).
+  // The TMA-store epilogue, persistent: three 16 KiB staging boxes, the tile's 512 bias bytes, its 1 KiB of
+  // wcscales and three barriers more, one B tile (32 KiB) and two packed slots fewer than the pairs ring without it
+  // (the persistent loop and SPLIT_B, warp 2 loading the B ring, take no shared memory of their own).
   for (const char* id : {"sm90_ws_n256_s6_b4_pairs_pers", "sm90_ws_n256_s6_b4_pairs_pers_splitb"}) {
     const reg::Build& epi = reg::build_by_id(id);
     const bool split = epi.split_b;
     EXPECT_EQ(targs(epi), std::string("256, 6, 4, true, true") + (split ? ", true" : "")) << id;
     EXPECT_TRUE(epi.persistent && epi.pairs && !epi.idle_cvt) << id;
     EXPECT_EQ(epi.smem_bytes,
-              lean_pairs.smem_bytes - 256 * 128 - 2 * 8 - 2 * (128 * 32 + 512 + 2 * 8) + 3 * 128 * 128 + 512 + 3 * 8)
+              lean_pairs.smem_bytes - 256 * 128 - 2 * 8 - 2 * (128 * 32 + 512 + 2 * 8) + 3 * 128 * 128 + 512 + 1024 +
+                  3 * 8)
         << id;
     EXPECT_LE(epi.smem_bytes, reg::max_smem_optin_for_cc(90)) << id;
     EXPECT_EQ(epi.threads, lean_pairs.threads) << id;
@@ -529,15 +553,15 @@ TEST(Registry, WsTemplateArgumentsRenderInOrder) {
   EXPECT_EQ(epi_sk.smem_bytes, reg::build_by_id("sm90_ws_n256_s6_b4_pairs_pers").smem_bytes + 8);
   EXPECT_NE(epi_sk.description().find("stream-K"), std::string::npos);
   for (const auto& b : reg::all_builds()) EXPECT_TRUE(!b.stream_k || (b.persistent && !b.idle_cvt && !b.split_b)) << b.id;
-  // The transposed-product forms: TRANS (SK false before it), the same shared memory and threads, the pairs copy
-  // (of the op's A).
+  // The transposed-product forms: TRANS (SK false before it), the same shared memory but the wcscales buffer (TRANS
+  // reads them from global memory) and threads, the pairs copy (of the op's A).
   for (const char* id : {"sm90_ws_n256_s6_b4_pairs_pers", "sm90_ws_n256_s6_b4_pairs_pers_splitb"}) {
     const reg::Build& base = reg::build_by_id(id);
     const reg::Build& t = reg::build_by_id(std::string(id) + "_trans");
     EXPECT_EQ(targs(t), std::string("256, 6, 4, true, true, ") + (base.split_b ? "true" : "false") + ", false, true")
         << t.id;
     EXPECT_TRUE(t.trans && !base.trans && reg::needs_fp16_b(t) && !reg::needs_fp16_a(t)) << t.id;
-    EXPECT_EQ(t.smem_bytes, base.smem_bytes) << t.id;
+    EXPECT_EQ(t.smem_bytes, base.smem_bytes - 256 * 4) << t.id;
     EXPECT_EQ(t.threads, base.threads) << t.id;
     EXPECT_EQ(&reg::dequant_fp16_for(t), &reg::build_by_id("smxx_dequant_fp16_pairs")) << t.id;
     EXPECT_NE(t.description().find("transposed"), std::string::npos) << t.id;

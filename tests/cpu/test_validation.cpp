@@ -42,7 +42,7 @@ int64_t pad(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 // mm_nvfp4_svdquant
 // ---------------------------------------------------------------------------------------------------------------
 struct MmArgs {
-  TensorView a, b, a_sf, b_sf, alpha, d, l1, bias, out;
+  TensorView a, b, a_sf, b_sf, alpha, d, l1, bias, out, wcs;  // (wcs: wcscales, undefined unless a case sets it)
 };
 
 MmArgs valid_mm(int64_t m = 129, int64_t n = 256, int64_t k = 128, int64_t r = 32, bool bias = true) {
@@ -60,7 +60,7 @@ MmArgs valid_mm(int64_t m = 129, int64_t n = 256, int64_t k = 128, int64_t r = 3
 }
 
 svdq::api::MmDims validate(const MmArgs& x) {
-  return svdq::api::validate_mm(x.a, x.b, x.a_sf, x.b_sf, x.alpha, x.d, x.l1, x.bias, x.out);
+  return svdq::api::validate_mm(x.a, x.b, x.a_sf, x.b_sf, x.alpha, x.d, x.l1, x.bias, x.out, x.wcs);
 }
 
 struct MmCase {
@@ -190,6 +190,17 @@ std::vector<MmCase> mm_cases() {
       "out");
   add("out_over_alpha", [](MmArgs& x) { x.alpha.data = offset(x.out, 1024); }, "out");
   add("out_over_bias", [](MmArgs& x) { x.bias.data = offset(x.out, 512); }, "out");
+  // the optional per-output-channel scale: f32 [N], 16-byte aligned, not under out
+  const auto wcs = [](DType t, int64_t n, std::uintptr_t at = 0xA0000000) {
+    return [=](MmArgs& x) { x.wcs = TensorView(fake(at), t, {n}); };
+  };
+  add("wcscales_bf16", wcs(DType::BF16, N), "wcscales");
+  add("wcscales_shape", wcs(DType::F32, N + 32), "wcscales");
+  add("wcscales_2d", [](MmArgs& x) { x.wcs = TensorView(fake(0xA0000000), DType::F32, {1, x.out.shape[1]}); },
+      "wcscales");
+  add("wcscales_misaligned", wcs(DType::F32, N, 0xA0000004), "wcscales");
+  add("out_over_wcscales", [](MmArgs& x) { x.wcs = TensorView(offset(x.out, 256), DType::F32, {x.out.shape[1]}); },
+      "out");
   add("out_over_a_sf", [](MmArgs& x) { x.a_sf.data = x.out.data; }, "out");
   return c;
 }
@@ -204,7 +215,7 @@ TEST_P(MmValidation, RejectedBeforeLaunch) {
   const ::testing::AssertionResult direct = throws_svdq([&] { validate(x); }, tc.code, {"mm_nvfp4_svdquant", tc.arg});
   ASSERT_TRUE(direct);
   EXPECT_TRUE(throws_svdq(
-      [&] { svdq::mm_nvfp4_svdquant(x.a, x.b, x.a_sf, x.b_sf, x.alpha, x.d, x.l1, x.bias, x.out); }, tc.code,
+      [&] { svdq::mm_nvfp4_svdquant(x.a, x.b, x.a_sf, x.b_sf, x.alpha, x.d, x.l1, x.bias, x.out, x.wcs); }, tc.code,
       {"mm_nvfp4_svdquant", tc.arg}));
   EXPECT_EQ(svdq::detail::launch_count(), launches);
 }
@@ -227,6 +238,9 @@ TEST(MmValidationValid, ConsistentArgumentsPass) {
     EXPECT_EQ(d.k, s.k);
     EXPECT_EQ(d.rank, s.r);
     EXPECT_EQ(d.has_bias, s.bias);
+    MmArgs w = x;  // with a per-output-channel scale
+    w.wcs = TensorView(fake(0xA0000000), DType::F32, {s.n});
+    EXPECT_NO_THROW(validate(w));
   }
 }
 
@@ -415,7 +429,7 @@ TEST(ScaleBufferBytes, ValuesAndErrors) {
 // svdquant_linear
 // ---------------------------------------------------------------------------------------------------------------
 struct LArgs {
-  TensorView x, w, w_sf, alpha, pqs, l2t, l1, gs, bias, out, ws;
+  TensorView x, w, w_sf, alpha, pqs, l2t, l1, gs, bias, out, ws, wcs;  // (wcs: undefined unless a case sets it)
 };
 
 LArgs valid_linear(int64_t m = 129, int64_t n = 256, int64_t k = 128, int64_t r = 32, bool bias = true) {
@@ -435,7 +449,7 @@ LArgs valid_linear(int64_t m = 129, int64_t n = 256, int64_t k = 128, int64_t r 
 }
 
 svdq::api::LinearDims validate(const LArgs& a) {
-  return svdq::api::validate_linear(a.x, a.w, a.w_sf, a.alpha, a.pqs, a.l2t, a.l1, a.gs, a.bias, a.out, a.ws);
+  return svdq::api::validate_linear(a.x, a.w, a.w_sf, a.alpha, a.pqs, a.l2t, a.l1, a.gs, a.bias, a.out, a.ws, a.wcs);
 }
 
 struct LCase {
@@ -473,6 +487,8 @@ std::vector<LCase> linear_cases() {
   add("l1_rank_mismatch", [&](LArgs& a) { a.l1 = TensorView(a.l1.data, DType::BF16, {N, R + 16}); }, "l1_scaled");
   add("l1_rows", [&](LArgs& a) { a.l1 = TensorView(a.l1.data, DType::BF16, {N - 32, R}); }, "l1_scaled");
   add("bias_shape", [&](LArgs& a) { a.bias = TensorView(a.bias.data, DType::BF16, {M}); }, "bias");
+  add("wcscales_shape", [&](LArgs& a) { a.wcs = TensorView(fake(0x2C000000), DType::F32, {M}); }, "wcscales");
+  add("wcscales_u8", [&](LArgs& a) { a.wcs = TensorView(fake(0x2C000000), DType::U8, {N}); }, "wcscales");
   add("out_shape", [&](LArgs& a) { a.out = TensorView(a.out.data, DType::BF16, {M, N / 2}); }, "out");
   add("out_f32", [](LArgs& a) { a.out.dtype = DType::F32; }, "out");
   add("x_numel_overflow", [](LArgs& a) { a.x = raw_view(a.x.data, DType::BF16, {int64_t(1) << 40, int64_t(1) << 30}); },
@@ -495,7 +511,7 @@ TEST_P(LinearValidation, RejectedBeforeLaunch) {
   const int64_t launches = svdq::detail::launch_count();
   ASSERT_TRUE(throws_svdq([&] { validate(a); }, tc.code, {"svdquant_linear", tc.arg}));
   EXPECT_TRUE(throws_svdq(
-      [&] { svdq::svdquant_linear(a.x, a.w, a.w_sf, a.alpha, a.pqs, a.l2t, a.l1, a.gs, a.bias, a.out, a.ws); },
+      [&] { svdq::svdquant_linear(a.x, a.w, a.w_sf, a.alpha, a.pqs, a.l2t, a.l1, a.gs, a.bias, a.out, a.ws, a.wcs); },
       tc.code, {"svdquant_linear", tc.arg}));
   EXPECT_EQ(svdq::detail::launch_count(), launches);
 }

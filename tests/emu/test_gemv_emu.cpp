@@ -98,6 +98,7 @@ std::vector<uint16_t> run(const Problem& pr, int sm_count, int warps_per_sm, int
   gp.mm.n = h.n;
   gp.mm.k = h.k;
   gp.mm.rank = h.rank;
+  gp.mm.wcs = h.wcs.empty() ? nullptr : h.wcs.data();
   gp.a16 = pr.a16.data();
   gp.part = part.data();
   gp.flags = flags.data();
@@ -166,6 +167,25 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvEmu,
                          ::testing::Values(Case{1, 64, 256, 32, true}, Case{5, 64, 2080, 48, false},
                                            Case{16, 96, 2048, 16, true}, Case{9, 64, 4096, 128, true},
                                            Case{3, 32, 96, 64, false}));
+
+// With a per-output-channel scale of the main term (wcscales): applied to each weight row's main sum after the splits
+// are combined, before the rank steps; both fragment forms, unsplit and split. All-ones scales keep the bytes.
+TEST(GemvEmu, PerChannelScaleMeetsTheBar) {
+  Problem pr = make(5, 96, 2080, 48, true, 4242);
+  int s = 0;
+  const std::vector<uint16_t> plain = run<1, 2, 4, 4>(pr, 132, 16, &s);
+  pr.host.wcs.assign(96, 1.0f);
+  const std::vector<uint16_t> ones = run<1, 2, 4, 4>(pr, 132, 16, &s);
+  EXPECT_EQ(ones, plain) << "all-ones wcscales";
+  std::mt19937_64 g(99);
+  for (float& v : pr.host.wcs)
+    v = std::ldexp(0.75f + 0.75f * static_cast<float>(g() % 1000) / 1000.0f, static_cast<int>(g() % 7) - 3);
+  const std::vector<uint16_t> one = run<1, 2, 4, 4>(pr, 132, 0, &s), many = run<1, 2, 4, 4>(pr, 132, 16, &s);
+  EXPECT_NE(one, plain);
+  expect_within_bar(pr, one);
+  expect_within_bar(pr, many);
+  expect_within_bar(pr, run<2, 1, 2, 2>(pr, 132, 16, &s));
+}
 
 TEST(GemvPlan, SplitsKeepTwoChunksPerWarpAndFillTheSms) {
   namespace pg = svdq::programs;

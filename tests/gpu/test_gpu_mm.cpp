@@ -3,6 +3,7 @@
 // M (and so across the routed programs), and bitwise agreement of every usable GEMM build.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <algorithm>
 #include <map>
@@ -41,10 +42,20 @@ uint64_t seed_for(const Shape& s, uint64_t salt) {
                            static_cast<uint64_t>(s.k) * 101u + static_cast<uint64_t>(s.rank) * 3u + (s.bias ? 1 : 0)));
 }
 
-// Runs the op once (output poisoned first) and checks the checked rows against the FP64 reference.
-void check_against_reference(const Shape& s, uint64_t seed) {
-  SCOPED_TRACE(s.str() + ", " + seed_trace(seed));
+// Random per-output-channel scales of the main term: powers of two from 2^-3 to 2^3 times a factor in [0.75, 1.5).
+std::vector<float> random_wcscales(int64_t n, uint64_t seed) {
+  svdq::bench::Rng rng(seed);
+  std::vector<float> w(static_cast<size_t>(n));
+  for (float& v : w) v = std::ldexp(static_cast<float>(0.75 + 0.75 * rng.uniform()), static_cast<int>(rng.next() % 7) - 3);
+  return w;
+}
+
+// Runs the op once (output poisoned first) and checks the checked rows against the FP64 reference; with_wcs: with
+// random per-output-channel scales (wcscales).
+void check_against_reference(const Shape& s, uint64_t seed, bool with_wcs = false) {
+  SCOPED_TRACE(s.str() + ", " + seed_trace(seed) + (with_wcs ? ", wcscales" : ""));
   Problem p(s, seed);
+  if (with_wcs) p.set_wcscales(random_wcscales(s.n, seed ^ 0x5CA1E));
   p.poison_output();
   p.run();
   const std::vector<uint16_t> out = p.download_output();
@@ -314,6 +325,36 @@ TEST(GpuMmGemv, MeetsTheBarAndKeepsItsBytesWhateverTheTiming) {
     }
   }
   EXPECT_GE(gemv, 1);
+}
+
+// The per-output-channel scale of the main term (wcscales, Nunchaku's layers) in every GEMM build usable on this
+// device, forced in turn: the FP64 reference's bar with random scales, on shapes with partial tiles (columns past N
+// read no scale), N > M (the TRANS builds), decode M and a K tail; and all-ones scales give the bytes of none.
+TEST(GpuMmWcscales, EveryBuildMeetsTheReference) {
+  SVDQ_REQUIRE_GPU();
+  const svdq::DeviceInfo info = svdq::current_device_info();
+  const int cc = info.cc_major * 10 + info.cc_minor;
+  const svdq::env::ScopedVar force("SVDQ_FORCE_BUILD");
+  int builds = 0;
+  for (const svdq::registry::Build* b : svdq::registry::usable_builds(cc)) {
+    ++builds;
+    force.set(b->id);
+    for (const Shape& s : {make_shape(1, 4096, 3072, 32, true), make_shape(5, 3072, 3104, 48, false),
+                           make_shape(129, 3072, 3072, 128, true), make_shape(300, 3104, 1056, 64, true),
+                           make_shape(1000, 4096, 1024, 16, false)}) {
+      SCOPED_TRACE(b->id);
+      check_against_reference(s, seed_for(s, 2021), true);
+      Problem p(s, seed_for(s, 2022));
+      p.poison_output();
+      p.run();
+      const std::vector<uint16_t> none = p.download_output();
+      p.set_wcscales(std::vector<float>(static_cast<size_t>(s.n), 1.0f));
+      p.poison_output();
+      p.run();
+      EXPECT_TRUE(same_bytes(p.download_output(), none, output_cell(s.n))) << "all-ones wcscales, " << s.str();
+    }
+  }
+  EXPECT_GE(builds, cc == 90 ? 5 : 1);
 }
 
 // Every sm_90a build gives the same bytes on every shape of the default suite (issue #3's determinism contract;

@@ -285,7 +285,8 @@ def test_modelopt_layers_apply_modelopts_weights():
 
 def svdq_op_reference(layer, x_bits):
     """svdquant_linear on the host in FP64 (SPEC §1): x̂ = BF16(x · pqs) quantized with the layer's fixed global
-    scale (svdq's C++ reference quantizer), d = BF16(x @ l2t_smoothed), alpha · (deq(x̂) deq(W)ᵀ + d l1_scaledᵀ)."""
+    scale (svdq's C++ reference quantizer), d = BF16(x @ l2t_smoothed), alpha · (wcs · deq(x̂) deq(W)ᵀ + d l1_scaledᵀ)
+    (wcs: the layer's per-output-channel scale, where it has one); no bias."""
     n, k = layer["qweight"].shape[0], layer["qweight"].shape[1] * 2
     m = x_bits.shape[0]
     pqs = quant.bf16_value(layer["pre_quant_scale"].array)
@@ -296,7 +297,10 @@ def svdq_op_reference(layer, x_bits):
     x = quant.bf16_value(x_bits).astype(np.float64)
     d = quant.bf16_value(quant.bf16_bits((x @ quant.bf16_value(layer["l2t_smoothed"].array)).astype(np.float32)))
     l1s = quant.bf16_value(layer["l1_scaled"].array).astype(np.float64)
-    return float(layer["alpha"].array[0]) * (a @ w.T + d.astype(np.float64) @ l1s.T)
+    main = a @ w.T
+    if "wcscales" in layer:  # the per-output-channel scale of the main term
+        main = main * layer["wcscales"].array.astype(np.float64)[None, :]
+    return float(layer["alpha"].array[0]) * (main + d.astype(np.float64) @ l1s.T)
 
 
 def test_modelopt_layers_as_svdq_op_track_modelopts_fake_quant_forward():

@@ -72,12 +72,17 @@ def test_modelopt_export_runs_in_its_model():
 
 
 @needs_torch_gpu
-def test_nunchaku_layer_runs_as_the_op_says(tmp_path):
+@pytest.mark.parametrize("wc", [None, "per_channel"])
+def test_nunchaku_layer_runs_as_the_op_says(tmp_path, wc):
+    """A Nunchaku fp4 layer (independent packer) in a model, on the GPU, against svdq's op on the host; with a
+    per-output-channel scale (wcscales) too, for M = 1, 77 and 300 (the programs the router picks there)."""
     f = str(tmp_path / "svdq-fp4_r32-layer.safetensors")
-    p, _ = nunchaku_layer_file(f, n=256, k=384, r=32, seed=5)
+    wcs = None if wc is None else np.exp2(np.random.default_rng(3).integers(-2, 3, 256)).astype(np.float32) * 1.25
+    p, _ = nunchaku_layer_file(f, n=256, k=384, r=32, seed=5, wtscale=None if wc else 0.5, wcscales=wcs)
     c = ck.load(f)
-    holder = torch.nn.Module()
-    parent = holder  # a model holding one nn.Linear under the layer's name
+    assert ("wcscales" in c.layers[p]) == (wc is not None)
+    holder = torch.nn.Module()  # a model holding one nn.Linear under the layer's name
+    parent = holder
     for part in p.split(".")[:-1]:
         child = torch.nn.Module()
         parent.add_module(part, child)
@@ -85,22 +90,28 @@ def test_nunchaku_layer_runs_as_the_op_says(tmp_path):
     parent.add_module(p.split(".")[-1], torch.nn.Linear(384, 256).to(torch.bfloat16).cuda())
     svdq.nn.load_checkpoint(holder, c, strict=False)
     mod = holder.get_submodule(p)
-    assert isinstance(mod, svdq.nn.SVDQuantLinear)
+    assert isinstance(mod, svdq.nn.SVDQuantLinear) and (mod.wcscales is not None) == (wc is not None)
     g = np.random.default_rng(7)
-    xb = quant.bf16_bits(g.standard_normal((77, 384)).astype(np.float32))
-    with torch.no_grad():
-        y = mod(torch.from_numpy(xb.view(np.int16)).view(torch.bfloat16).cuda()).double().cpu().numpy()
-    host = svdq_op_reference(c.layers[p], xb) + quant.bf16_value(c.layers[p]["bias"].array)[None, :]
-    rel = np.linalg.norm(y - host) / np.linalg.norm(host)
-    assert rel < 4e-3, rel
+    for m in (1, 77, 300):
+        xb = quant.bf16_bits(g.standard_normal((m, 384)).astype(np.float32))
+        with torch.no_grad():
+            y = mod(torch.from_numpy(xb.view(np.int16)).view(torch.bfloat16).cuda()).double().cpu().numpy()
+        host = svdq_op_reference(c.layers[p], xb) + quant.bf16_value(c.layers[p]["bias"].array)[None, :]
+        rel = np.linalg.norm(y - host) / np.linalg.norm(host)
+        assert rel < 4e-3, (m, rel)
 
 
 @needs_torch
-def test_per_channel_scale_is_refused_by_name(tmp_path):
+def test_per_channel_scale_survives_state_dict(tmp_path):
     f = str(tmp_path / "n.safetensors")
-    p, _ = nunchaku_layer_file(f, wtscale=None, wcscales=np.repeat(np.array([0.5, 2.0], np.float32), 128))
-    with pytest.raises(NotImplementedError, match=f"{p}: the layer has a per-output-channel scale"):
-        svdq.nn.SVDQuantLinear.from_checkpoint(ck.load(f).layers[p], name=p)
+    wcs = np.repeat(np.array([0.5, 2.0], np.float32), 128)
+    p, _ = nunchaku_layer_file(f, wtscale=None, wcscales=wcs)
+    mod = svdq.nn.SVDQuantLinear.from_checkpoint(ck.load(f).layers[p], name=p)
+    assert torch.equal(mod.wcscales, torch.from_numpy(wcs))
+    fresh = svdq.nn.SVDQuantLinear(384, 256, rank=32)
+    assert fresh.wcscales is None and "wcscales" not in fresh.state_dict()
+    fresh.load_state_dict(mod.state_dict())
+    assert torch.equal(fresh.wcscales, mod.wcscales)
 
 
 @needs_torch

@@ -93,7 +93,10 @@ struct Sm90WsConfig {
   static constexpr int kDBufs = kRankTma ? 1 : 0;  // the rank steps' d buffer (kRankTma)
   // kEpiTma: the tile's BN bias values (BF16), loaded by warp 1 with the tile's d tile, read by the epilogue.
   static constexpr int kOffBias = kOffDTile + kDBufs * 128 * 128;
-  static constexpr int kOffBars = kOffBias + (kEpiTma ? BN * 2 : 0);
+  // kEpiTma without TRANS: the tile's BN per-output-channel scales (FP32, wcscales), loaded with the bias when the op
+  // has them, read before the rank steps.
+  static constexpr int kOffWcs = kOffBias + (kEpiTma ? BN * 2 : 0);
+  static constexpr int kOffBars = kOffWcs + (kEpiTma && !TRANS ? BN * 4 : 0);
   // mbarriers: full/empty of each packed slot, B tile and d buffer; b_ok per B tile (IDLE); staged, stage_free,
   // bias_full (kEpiTma); sk_stored (SK). + slack for 1024-byte alignment.
   static constexpr int kSmem =

@@ -100,9 +100,41 @@ SVDQ_DEV void ws_consumers(WsCta<C>& x, const Sm90WsParams& P) {
     wgmma_wait_acc<BN, 0>(acc);
     SVDQ_TRACE(8 + (ct >> 7), gb / total);
     release_b(num_main - 1);
-    // The main term back to its true scale (exact, a power of two) before the rank steps.
+    // The main term back to its true scale (exact, a power of two) before the rank steps; times the op's
+    // per-output-channel scale where it has one (main_term_factor; acc[i]: tile row ra + 8 ((i / 2) % 2), column
+    // 8 (i / 4) + 2c + i % 2; TRANS: tile rows are output columns). Not in the SK form: with wcscales the host runs
+    // its whole-tile twin (the same bytes), as SK has no register left for it.
+    if (!C::kSk && p.wcs != nullptr) {
+      if constexpr (C::kTrans) {
+        const float f0 = main_term_factor(p, x.m0 + ra, p.m), f1 = main_term_factor(p, x.m0 + ra + 8, p.m);
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
+        for (int i = 0; i < kAcc; ++i) acc[i] *= (i & 2) ? f1 : f0;
+      } else if constexpr (C::kEpiTma) {  // the tile's scales in shared memory (warp 1 loaded them with the bias)
+        mbar_wait(x.bias_full, nt & 1);
+#pragma unroll
+        for (int j = 0; j < kAcc / 4; ++j) {  // (columns past N: whatever is there; never stored)
+          float w0, w1;
+          asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
+                       : "=f"(w0), "=f"(w1)
+                       : "r"(x.wcs_buf() + (u32)(8 * j + 2 * c) * 4)
+                       : "memory");
+          const float f0 = SVDQ_MAIN_TERM_UNSCALE * w0, f1 = SVDQ_MAIN_TERM_UNSCALE * w1;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[4 * j + e] *= (e & 1) ? f1 : f0;
+          __syncwarp();  // (one load in flight at a time: the accumulators take the registers)
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kAcc / 4; ++j) {  // (N % 32 == 0: columns 8j.. lie inside N together or not at all)
+          const float2 f = main_term_factor2(p, x.n0 + 8 * j + 2 * c, x.n0 + 8 * j < p.n);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[4 * j + e] *= (e & 1) ? f.y : f.x;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[i] *= SVDQ_MAIN_TERM_UNSCALE;
+    }
     if constexpr (C::kRankTma) {
       for (int it = num_main; it < total; ++it) rank_tile_ss(it);  // (each retires and releases its tiles)
     } else {

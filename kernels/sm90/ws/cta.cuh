@@ -18,7 +18,7 @@ struct WsCta {
   // (the tile's bias values have landed) (kEpiTma); sk_stored (SK: every consumer warp has stored its share of the
   // head's partial sums; warp 2 then publishes them).
   u32 full_p, empty_p, full_b, empty_b, full_d, empty_d, dtile, b_ok, staged, stage_free, bias_full, sk_stored;
-  u32 stage, bias_buf;  // kEpiTma: the staging area's first box, the tile's bias values
+  u32 stage, bias_buf;  // kEpiTma: the staging area's first box, the tile's bias values (its wcscales: wcs_buf())
   int tid, lane;
   // The tile walk. Raster groups: CTAs in launch order walk the tiles in groups of P.raster row tiles, down a group's
   // rows first, so the CTAs resident at once share fewer B (and A) tiles than a row-major sweep of the whole N extent
@@ -131,6 +131,9 @@ struct WsCta {
   }
 
   SVDQ_DEV int next_tile(int t) const { return t + tile_step - (C::kIdle && t < first_round ? cvt : 0); }
+
+  // kEpiTma without TRANS: the tile's wcscales, just after its bias (an offset from bias_buf: no register of its own).
+  SVDQ_DEV u32 wcs_buf() const { return bias_buf + (u32)(C::kOffWcs - C::kOffBias); }
 
   SVDQ_DEV void set_tile(const Sm90WsParams& P, int t) {
     int tn = C::kPersist ? t % tiles_n : (int)blockIdx.x, tm = C::kPersist ? t / tiles_n : (int)blockIdx.y;

@@ -112,11 +112,13 @@ SVDQ_DEV void ws_d_loader(WsCta<C>& x, const Sm90WsParams& P) {
     x.set_tile(P, t);
     if constexpr (C::kEpiTma) {
       if (nt > 0) mbar_wait(x.stage_free, (nt - 1) & 1);
-      if (p.bias) {  // (TRANS: the bias of this tile's rows, the output's columns)
+      const bool wcs = !C::kTrans && !C::kSk && p.wcs != nullptr;  // (TRANS reads them from global memory; SK none)
+      if (p.bias || wcs) {  // (TRANS: the bias of this tile's rows, the output's columns)
         const i64 b0 = C::kTrans ? x.m0 : x.n0, bn = C::kTrans ? 128 : C::kBN, bl = C::kTrans ? p.m : p.n;
-        const u32 bytes = (u32)(b0 + bn <= bl ? bn : bl - b0) * 2;  // (N % 32 == 0: a multiple of 16)
-        mbar_arrive_expect_tx(x.bias_full, bytes);
-        bulk_load(x.bias_buf, p.bias + b0, bytes, x.bias_full);
+        const u32 cols = (u32)(b0 + bn <= bl ? bn : bl - b0);  // (N % 32 == 0: 2 cols a multiple of 16 bytes)
+        mbar_arrive_expect_tx(x.bias_full, (p.bias ? 2 * cols : 0u) + (wcs ? 4 * cols : 0u));
+        if (p.bias) bulk_load(x.bias_buf, p.bias + b0, 2 * cols, x.bias_full);
+        if (wcs) bulk_load(x.wcs_buf(), p.wcs + b0, 4 * cols, x.bias_full);
       }
     }
     for (int r = 0; r < x.num_rank; ++r) issue_d(q++, r);
