@@ -9,7 +9,7 @@ import torch
 
 from . import _torch_ops  # noqa: F401  (registers torch.ops.svdq)
 from . import quant
-from ._api import svdquant_linear
+from ._api import nvfp4_quantize, svdquant_linear
 
 _Q = 448.0 * 6.0
 
@@ -21,7 +21,8 @@ class SVDQuantLinear(torch.nn.Module):
       qweight uint8 [N, K/2], wscales uint8 (128x4 swizzled), weight_global_scale float32 [1],
       pre_quant_scale bfloat16 [K], l2t_smoothed bfloat16 [K, r], l1 bfloat16 [N, r] (not divided by alpha),
       input_global_scale float32 [1] (0: the activations' global scale is computed from each input, 448·6/amax),
-      alpha float32 [1] and l1_scaled bfloat16 [N, r] (precomputed for a fixed input scale), bias bfloat16 [N].
+      alpha float32 [1] and l1_scaled bfloat16 [N, r] (precomputed for a fixed input scale), bias bfloat16 [N], and
+      wcscales float32 [N] where the layer has a per-output-channel scale of the main term (Nunchaku; else None).
     """
 
     def __init__(self, in_features: int, out_features: int, rank: int = 32, bias: bool = True, device=None):
@@ -45,6 +46,7 @@ class SVDQuantLinear(torch.nn.Module):
         self.register_buffer("alpha", torch.ones(1, dtype=f32, device=device))
         self.register_buffer("l1_scaled", torch.zeros((n, rank), dtype=bf, device=device))
         self.register_buffer("bias", torch.zeros(n, dtype=bf, device=device) if bias else None)
+        self.register_buffer("wcscales", None)
         self._dynamic = True
 
     def extra_repr(self) -> str:
@@ -57,19 +59,28 @@ class SVDQuantLinear(torch.nn.Module):
         """SVDQuant post-training quantization of `linear` (see svdq.quant.svdquant_weight): smoothing by `smooth`
         (per input channel, the activations divided by it), the rank-`rank` SVD of the smoothed weight in BF16, the
         residual in NVFP4 with its global scale. input_amax: the calibrated max |x · pre_quant_scale| of the
-        activations (fixes the activation global scale, alpha and l1_scaled); None computes it from each input."""
-        w = linear.weight.detach().to(torch.float64).cpu().numpy()
-        s = None if smooth is None else torch.as_tensor(smooth).detach().to(torch.float64).cpu().numpy()
-        t = quant.svdquant_weight(w, rank=rank, smooth=s)
+        activations (fixes the activation global scale, alpha and l1_scaled); None computes it from each input.
+        A weight on a CUDA device is quantized there (torch's SVD in FP32, the residual by svdq.nvfp4_quantize: the
+        same quantizer, byte for byte, as the host's); one in host memory by NumPy (FP64 SVD)."""
         dev = linear.weight.device
+        if dev.type == "cuda":
+            t = _svdquant_weight_cuda(linear.weight.detach(), rank, smooth)
+        else:
+            w = linear.weight.detach().to(torch.float64).cpu().numpy()
+            s = None if smooth is None else torch.as_tensor(smooth).detach().to(torch.float64).cpu().numpy()
+            t = quant.svdquant_weight(w, rank=rank, smooth=s)
         m = cls(linear.in_features, linear.out_features, rank=rank, bias=linear.bias is not None, device=dev)
         with torch.no_grad():
-            m.qweight.copy_(torch.from_numpy(t["qweight"]))
-            m.wscales.copy_(torch.from_numpy(t["wscales"]))
+            if isinstance(t["qweight"], torch.Tensor):  # (quantized on the GPU)
+                for name in ("qweight", "wscales", "pre_quant_scale", "l2t_smoothed", "l1"):
+                    getattr(m, name).copy_(t[name])
+            else:
+                m.qweight.copy_(torch.from_numpy(t["qweight"]))
+                m.wscales.copy_(torch.from_numpy(t["wscales"]))
+                m.pre_quant_scale.copy_(torch.from_numpy(t["pre_quant_scale"].view(np.int16)).view(torch.bfloat16))
+                m.l2t_smoothed.copy_(torch.from_numpy(t["l2t_smoothed"].view(np.int16)).view(torch.bfloat16))
+                m.l1.copy_(torch.from_numpy(t["l1"]).to(torch.bfloat16))
             m.weight_global_scale.fill_(float(t["weight_global_scale"]))
-            m.pre_quant_scale.copy_(torch.from_numpy(t["pre_quant_scale"].view(np.int16)).view(torch.bfloat16))
-            m.l2t_smoothed.copy_(torch.from_numpy(t["l2t_smoothed"].view(np.int16)).view(torch.bfloat16))
-            m.l1.copy_(torch.from_numpy(t["l1"]).to(torch.bfloat16))
             if linear.bias is not None:
                 m.bias.copy_(linear.bias.detach().to(torch.bfloat16))
         if input_amax is not None:
@@ -83,12 +94,10 @@ class SVDQuantLinear(torch.nn.Module):
         producer calibrated it; 0 computes it from each input."""
         from . import checkpoint as ck
 
-        if "wcscales" in layer:
-            raise NotImplementedError(
-                f"{name}: the layer has a per-output-channel scale (Nunchaku 'wcscales', not all ones), which this "
-                "svdq version's op does not apply; it cannot run this layer exactly")
         n, k2 = layer["qweight"].shape
         m = cls(2 * k2, n, rank=int(layer["l1"].shape[1]), bias="bias" in layer, device=device)
+        if "wcscales" in layer:
+            m.wcscales = torch.ones(n, dtype=torch.float32, device=device)
         sd = {s: _torch_tensor(v) for s, v in layer.items()}
         missing = [s for s in ck.LAYER_TENSORS if s not in sd]
         if missing:
@@ -112,6 +121,8 @@ class SVDQuantLinear(torch.nn.Module):
             self._dynamic = False
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        if prefix + "wcscales" in state_dict and self.wcscales is None:  # a layer with a per-channel scale
+            self.wcscales = torch.ones(self.out_features, dtype=torch.float32, device=self.qweight.device)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         gs = state_dict.get(prefix + "input_global_scale")
         if gs is not None:
@@ -130,8 +141,44 @@ class SVDQuantLinear(torch.nn.Module):
         else:
             gs, alpha, l1_scaled = self.input_global_scale, self.alpha, self.l1_scaled
         y = svdquant_linear(x2, self.qweight, self.wscales, alpha, self.pre_quant_scale, self.l2t_smoothed, l1_scaled,
-                            gs, self.bias)
+                            gs, self.bias, wcscales=self.wcscales)
         return y.reshape(*lead, self.out_features)
+
+
+def _svdquant_weight_cuda(weight: torch.Tensor, rank: int, smooth) -> dict:
+    """svdq.quant.svdquant_weight's steps on the weight's CUDA device: the same smoothing, the SVD in FP32 (torch;
+    the factors are stored in BF16, and the residual is taken in FP64 from the factors found), BF16 residual and the
+    SPEC §1 quantizer (svdq.nvfp4_quantize), the factors as BF16 tensors there."""
+    n, k = weight.shape
+    if k % 32 or n % 32:
+        raise ValueError(f"argument 'weight' [N={n}, K={k}]: N and K must be multiples of 32")
+    if rank % 16 or not 16 <= rank <= 256 or rank > min(n, k):
+        raise ValueError(f"argument 'rank' = {rank} must be a multiple of 16 in [16, 256] and at most min(N, K)")
+    dev = weight.device
+    w = weight.to(torch.float64)
+    if smooth is None:
+        pqs = torch.ones(k, dtype=torch.bfloat16, device=dev)
+    else:
+        s = torch.as_tensor(smooth).detach().to(device=dev, dtype=torch.float64).reshape(-1)
+        if s.shape[0] != k or not bool(torch.isfinite(s).all()) or bool((s <= 0).any()):
+            raise ValueError(f"argument 'smooth' must be {k} positive finite factors")
+        pqs = (1.0 / s).to(torch.float32).to(torch.bfloat16)  # (round to nearest even, as quant.bf16_bits)
+    pqs64 = pqs.to(torch.float64)
+    ws = w / pqs64[None, :]
+    u, sv, vt = torch.linalg.svd(ws.to(torch.float32), full_matrices=False)
+    l1 = (u[:, :rank] * sv[:rank]).to(torch.float64)
+    l2 = vt[:rank, :].to(torch.float64)
+    resid = (ws - l1 @ l2).to(torch.float32).to(torch.bfloat16)
+    gs_w = quant.global_scale(float(resid.float().abs().max()))
+    qweight, wscales = nvfp4_quantize(resid.contiguous(), torch.tensor([float(gs_w)], dtype=torch.float32, device=dev))
+    return {
+        "qweight": qweight,
+        "wscales": wscales,
+        "weight_global_scale": gs_w,
+        "pre_quant_scale": pqs,
+        "l2t_smoothed": (pqs64[:, None] * l2.T).to(torch.float32).to(torch.bfloat16),
+        "l1": l1.to(torch.float32).to(torch.bfloat16),
+    }
 
 
 def _torch_tensor(t) -> torch.Tensor:

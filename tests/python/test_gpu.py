@@ -165,6 +165,34 @@ def test_svdquant_linear_module_compile_graph_and_state_dict():
 
 
 @needs_torch_gpu
+def test_from_linear_on_the_gpu_matches_the_host_path():
+    """A CUDA weight is quantized on the GPU (FP32 SVD, svdq's quantizer), a host weight by NumPy (FP64 SVD): the
+    same smoothing bytes, the same quality, and (the quantizer being the same) nearly all codes equal."""
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(1024, 512, bias=False).to(torch.bfloat16)
+    with torch.no_grad():
+        lin.weight[:, :8] *= 30
+    smooth = torch.rand(1024) + 0.5
+    host = svdq.nn.SVDQuantLinear.from_linear(lin, rank=32, smooth=smooth)
+    gpu = svdq.nn.SVDQuantLinear.from_linear(lin.cuda(), rank=32, smooth=smooth)
+    assert torch.equal(host.pre_quant_scale.view(torch.int16), gpu.pre_quant_scale.cpu().view(torch.int16))
+    same = (host.qweight == gpu.qweight.cpu()).float().mean().item()
+    assert same > 0.98, same
+    w = lin.weight.float().cpu()
+
+    def sqnr(m):
+        t = {k: getattr(m, k).cpu() for k in ("qweight", "wscales", "pre_quant_scale", "l2t_smoothed")}
+        eff = quant.effective_weight({"qweight": t["qweight"].numpy(), "wscales": t["wscales"].numpy(),
+                                      "weight_global_scale": float(m.weight_global_scale),
+                                      "pre_quant_scale": t["pre_quant_scale"].view(torch.int16).numpy().view(np.uint16),
+                                      "l2t_smoothed": t["l2t_smoothed"].view(torch.int16).numpy().view(np.uint16),
+                                      "l1": m.l1.float().cpu().numpy()})
+        return float(20 * np.log10(np.linalg.norm(w) / np.linalg.norm(eff - w.numpy())))
+
+    assert abs(sqnr(host) - sqnr(gpu)) < 0.2, (sqnr(host), sqnr(gpu))
+
+
+@needs_torch_gpu
 def test_quantize_model_swaps_the_linears_it_is_given():
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256), torch.nn.Linear(256, 10))
     model = model.to(torch.bfloat16).cuda()
