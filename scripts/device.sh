@@ -22,6 +22,9 @@
 #   ncu        Nsight Compute of svdq's kernels on SHAPE (TAG, SKIP, COUNT, METRICS, SOURCE=1 with SRC_KERNEL,
 #              KERNELS, LINES_SHOWN, NCU_BENCH: bench flags such as --layer)
 #   python     the wheel built there (or WHEEL, one built elsewhere), tests/python, python -m svdq.bench --overhead
+#   models     (after python) with .carry/pywheels (scripts/carry_pywheels.sh): ModelOpt's tiny export made there by
+#              its CUDA fake quantizer (tests/data/make_modelopt_tiny.py), svdq's checkpoint GPU tests on it (SQNR in
+#              $OUT/modelopt_gpu/checkpoint_sqnr.json), then examples/flux_transformer.py ($OUT/flux.json)
 #   micro      the bench/micro binaries in MICRO (default .carry/micro)
 #   bits       svdq_bits of this build against OLD_BITS (default .carry/old/svdq_bits): output hashes of the 30 suite
 #              shapes must be equal (the old build compiles its own kernels there)
@@ -224,10 +227,26 @@ step_python() {  # the wheel built there (cp312, abi3) or WHEEL, installed into 
   fi
   python3 -m pip install -q --no-deps --target /tmp/svdq_py /tmp/svdq_wheel/svdq-*.whl >> "$OUT/python_wheel.log" 2>&1 \
     || status=1
-  (repo=$PWD; cd /tmp && PYTHONPATH=/tmp/svdq_py SVDQ_BUILD_DIR=$B python3 -m pytest -q -rs "$repo/tests/python" \
-    > "$OUT/pytest.log" 2>&1) || status=1
+  (repo=$PWD; cd /tmp && PYTHONPATH=/tmp/svdq_py SVDQ_BUILD_DIR=$B SVDQ_TEST_OUT=$OUT python3 -m pytest -q -rs \
+    "$repo/tests/python" > "$OUT/pytest.log" 2>&1) || status=1
   PYTHONPATH=/tmp/svdq_py python3 -m svdq.bench --overhead >> "$OUT/pytest.log" 2>&1 || status=1
   tail -25 "$OUT/pytest.log"
+}
+step_models() {  # ModelOpt's export made on the GPU and loaded by svdq; the FLUX.1 transformer example
+  if [ ! -d /tmp/svdq_py ] || [ ! -d .carry/pywheels ]; then
+    echo "models: needs the python step first and .carry/pywheels (scripts/carry_pywheels.sh)"; status=1; return
+  fi
+  rm -rf /tmp/svdq_models && python3 -m pip install -q --no-deps --target /tmp/svdq_models .carry/pywheels/*.whl \
+    > "$OUT/models.log" 2>&1 || { status=1; tail -5 "$OUT/models.log"; return; }
+  local pp=/tmp/svdq_py:/tmp/svdq_models mo=$OUT/modelopt_gpu
+  rm -rf "$mo"
+  PYTHONPATH=$pp python3 tests/data/make_modelopt_tiny.py "$mo" >> "$OUT/models.log" 2>&1 || status=1
+  (repo=$PWD; cd /tmp && PYTHONPATH=$pp SVDQ_MODELOPT_TINY=$mo SVDQ_TEST_OUT=$mo SVDQ_BUILD_DIR=$B \
+    python3 -m pytest -q -rs -s "$repo/tests/python/test_checkpoint_gpu.py" -k modelopt >> "$OUT/models.log" 2>&1) \
+    || status=1
+  PYTHONPATH=$pp timeout "${FLUX_TMO:-480}" python3 examples/flux_transformer.py --out "$OUT/flux.json" \
+    >> "$OUT/models.log" 2>&1 || status=1
+  tail -40 "$OUT/models.log"
 }
 step_bits() {  # SPEC §1's release check: the GEMM's output hash per suite shape, this build against OLD's
   local old=${OLD_BITS:-.carry/old/svdq_bits}

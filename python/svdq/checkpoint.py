@@ -178,7 +178,8 @@ def _detect(tensors: Dict[str, Tensor], meta: Dict[str, str], where: str) -> str
     found = []
     if _quant_algo(meta) is not None or any(n.endswith(("svdquant_lora_a", "weight_scale_2")) for n in names):
         found.append("modelopt")
-    if any(n.endswith(".wscales") for n in names) and any(n.endswith(".qweight") for n in names):
+    if any(n.endswith(".qweight") for n in names) and any(
+            n.endswith((".wscales", ".proj_down", ".lora_down", ".smooth_factor", ".wtscale")) for n in names):
         found.append("nunchaku")
     if any(n.endswith(".l2t_smoothed") for n in names):
         found.append("svdq")

@@ -13,7 +13,9 @@ from svdq import quant
 from svdq._safetensors import CheckpointError, Tensor
 from svdq import _safetensors as st
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "data", "modelopt_tiny")
+# SVDQ_MODELOPT_TINY: another export made by tests/data/make_modelopt_tiny.py (the device step `models` makes one
+# with ModelOpt's CUDA fake quantizer); default the one in the repo.
+DATA = os.environ.get("SVDQ_MODELOPT_TINY") or os.path.join(os.path.dirname(__file__), "..", "data", "modelopt_tiny")
 MO_DIR = os.path.join(DATA, "checkpoint")
 MO_FILE = os.path.join(MO_DIR, "model.safetensors")
 REF = os.path.join(DATA, "reference.safetensors")
@@ -232,6 +234,36 @@ def test_nunchaku_round_trip_is_byte_exact(tmp_path):
     assert set(back) == set(L)
     for s in L:
         assert back[s].dtype == L[s].dtype and np.array_equal(back[s].array, L[s].array), s
+
+
+NC = "transformer_blocks.0.attn.to_out"
+NC_BAD = [
+    (lambda t: t.pop(f"{NC}.proj_up"), f"tensor '{NC}.proj_up' is missing"),
+    (lambda t: t.pop(f"{NC}.wscales"), f"tensor '{NC}.wscales' is missing"),
+    (lambda t: t.update({f"{NC}.proj_down": Tensor("BF16", t[f"{NC}.proj_down"].array[:, :24].copy())}),
+     "rank 24 must be a multiple of 16"),
+    (lambda t: t.update({f"{NC}.wscales": Tensor("F8_E4M3", np.full((384 // 16, 256), 0xFF, np.uint8))}),
+     f"tensor '{NC}.wscales' holds 6144 NaN scale codes"),
+    (lambda t: t.update({f"{NC}.qweight": Tensor("I8", np.zeros((256, 160), np.int8))}),
+     f"tensor '{NC}.qweight': Nunchaku pads N and K to multiples of 128, got N = 256, K = 320"),
+    (lambda t: t.update({f"{NC}.smooth_factor": Tensor("BF16", np.zeros(384, np.uint16))}),
+     f"tensor '{NC}.smooth_factor' must hold finite non-zero factors"),
+    (lambda t: t.update({f"{NC}.wtscale": Tensor("F32", np.array([-1.0], np.float32))}),
+     f"tensor '{NC}.wtscale' = -1.0 must be a positive finite number"),
+]
+
+
+@pytest.mark.parametrize("edit,msg", NC_BAD)
+def test_bad_nunchaku_files_name_the_tensor(tmp_path, edit, msg):
+    f = str(tmp_path / "n.safetensors")
+    nunchaku_layer_file(f)
+    t, meta = st.read(f)
+    edit(t)
+    st.write(f, t, meta)
+    dst = str(tmp_path / "out.safetensors")
+    with pytest.raises(CheckpointError, match=msg):
+        ck.convert(f, dst)
+    assert not os.path.exists(dst)
 
 
 def test_nunchaku_int4_is_refused(tmp_path):
