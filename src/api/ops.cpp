@@ -174,8 +174,8 @@ void svdquant_linear(const TensorView& x, const TensorView& weight_fp4, const Te
   q.sf = sf;
   q.l2t = l2t_smoothed.data;
   q.d = d;
-  programs::MmOperands ops{xq,        weight_fp4.data, sf,       weight_sf.data, alpha.data, d,
-                           l1_scaled.data, bias.data, out.data, wcscales.data};
+  programs::MmOperands ops{xq, weight_fp4.data, sf, weight_sf.data, alpha.data, d, l1_scaled.data, bias.data, out.data,
+                           wcscales.data};
   if (fp16) {
     q.a16 = extra;
     q.a16_pairs = gemm.pairs;

@@ -257,6 +257,7 @@ void Problem::replace_host(const reference::MmProblem& h) {
   d_.upload(host_.d.data(), static_cast<int64_t>(host_.d.size() * 2));
   l1_.upload(host_.l1.data(), static_cast<int64_t>(host_.l1.size() * 2));
   if (host_.has_bias) bias_.upload(host_.bias.data(), static_cast<int64_t>(host_.bias.size() * 2));
+  set_wcscales(h.wcs);  // (the device copy follows the host's: none when h has none)
 }
 
 void Problem::poison_output() { out_.fill_byte(0xFF); }
