@@ -314,7 +314,7 @@ _MO_A = ("svdquant_lora_a", "weight_quantizer._svdquant_lora_a")
 _MO_B = ("svdquant_lora_b", "weight_quantizer._svdquant_lora_b")
 
 
-def _modelopt(tensors: Dict[str, Tensor], meta: Dict[str, str], where: str):
+def _modelopt(tensors: Dict[str, Tensor], meta: Dict[str, str], where: str, scales: str = "auto"):
     algo = _quant_algo(meta)
     if algo is not None and algo != "NVFP4_SVD":
         raise CheckpointError(f"{where}: quant_algo is {algo!r}; svdq loads ModelOpt checkpoints exported with "
@@ -335,8 +335,19 @@ def _modelopt(tensors: Dict[str, Tensor], meta: Dict[str, str], where: str):
         if len(w.shape) != 2:
             raise CheckpointError(f"tensor '{names['weight']}' must be 2-D [N, K/2], got shape {list(w.shape)}")
         n, k = w.shape[0], w.shape[1] * 2
-        sf = _need(tensors, names["weight_scale"], ["F8_E4M3", "U8"], (n, k // 16))
-        _check_scales(names["weight_scale"], sf.array)
+        # weight_scale: row-major [N, K/16] (ModelOpt's default) or, exported with enable_swizzle_layout=True (the
+        # file does not say so), the 128x4 layout [ceil(N/128)*128, ceil(K/64)*4]: told apart by the shape where it
+        # differs, else by `scales`.
+        sname, rp, cp = names["weight_scale"], (n + 127) // 128 * 128, (k // 16 + 3) // 4 * 4
+        sf = _need(tensors, sname, ["F8_E4M3", "U8"])
+        if sf.shape not in ((n, k // 16), (rp, cp)):
+            raise CheckpointError(f"tensor '{sname}' must have shape {[n, k // 16]} (row-major) or {[rp, cp]} (128x4 "
+                                  f"swizzled), got {list(sf.shape)}")
+        swizzled = scales == "128x4" or (scales == "auto" and sf.shape != (n, k // 16))
+        if swizzled and sf.shape != (rp, cp):
+            raise CheckpointError(f"tensor '{sname}': scales='128x4' needs shape {[rp, cp]}, got {list(sf.shape)}")
+        sf_linear = unswizzle(sf.array.view(np.uint8), n, k) if swizzled else sf.array.view(np.uint8)
+        _check_scales(sname, sf_linear)
         ws2 = _scalar(names["weight_scale_2"], _need(tensors, names["weight_scale_2"], ["F32", "BF16", "F16"]))
         ins = _scalar(names["input_scale"], _need(tensors, names["input_scale"], ["F32", "BF16", "F16"]))
         fl = ["BF16", "F16", "F32"]
@@ -369,7 +380,7 @@ def _modelopt(tensors: Dict[str, Tensor], meta: Dict[str, str], where: str):
         if names["bias"] in tensors:
             bias = _to_bf16(names["bias"], _need(tensors, names["bias"], fl, (n,)))
         alpha = float(np.float32(ins) * np.float32(ws2))
-        layers[p] = _layer(n, k, w.array, sf.array.view(np.uint8), float(np.float32(1.0) / np.float32(ws2)), pqs,
+        layers[p] = _layer(n, k, w.array, sf_linear, float(np.float32(1.0) / np.float32(ws2)), pqs,
                            l2t, b_bits, float(np.float32(1.0) / np.float32(ins)), alpha, bias, None)
         used.update(v for v in names.values() if v in tensors)
     others = {name: v for name, v in tensors.items() if name not in used}
@@ -606,14 +617,22 @@ def _svdq(tensors: Dict[str, Tensor], meta: Dict[str, str], where: str):
 # Public entry points
 
 
-def load(src, format: str = "auto") -> Checkpoint:
+def load(src, format: str = "auto", modelopt_scales: str = "auto") -> Checkpoint:
     """Loads a ModelOpt NVFP4_SVD export (its directory or .safetensors file), a Nunchaku fp4 .safetensors file, an
-    svdq checkpoint, or a state_dict (name -> torch tensor / NumPy array / Tensor) into svdq's layout."""
+    svdq checkpoint, or a state_dict (name -> torch tensor / NumPy array / Tensor) into svdq's layout.
+    modelopt_scales: the layout of ModelOpt's weight_scale, "linear" (its exporter's default), "128x4" (exported with
+    enable_swizzle_layout=True, which the file does not record) or "auto": 128x4 where the shape is the padded one,
+    else linear (the two shapes agree when N % 128 == 0 and K % 64 == 0: pass "128x4" for such a swizzled export)."""
     if format != "auto" and format not in FORMATS:
         raise ValueError(f"argument 'format' must be 'auto' or one of {FORMATS}, got {format!r}")
+    if modelopt_scales not in ("auto", "linear", "128x4"):
+        raise ValueError(f"argument 'modelopt_scales' must be 'auto', 'linear' or '128x4', got {modelopt_scales!r}")
     tensors, meta, where = _read_source(src)
     fmt = _detect(tensors, meta, where) if format == "auto" else format
-    layers, others = {"modelopt": _modelopt, "nunchaku": _nunchaku, "svdq": _svdq}[fmt](tensors, meta, where)
+    if fmt == "modelopt":
+        layers, others = _modelopt(tensors, meta, where, modelopt_scales)
+    else:
+        layers, others = {"nunchaku": _nunchaku, "svdq": _svdq}[fmt](tensors, meta, where)
     if not layers:
         raise CheckpointError(f"{where}: no {fmt} SVDQuant layer found")
     source = meta.get("source_format", fmt) if fmt == "svdq" else fmt
@@ -638,9 +657,10 @@ def save(ckpt: Checkpoint, dst: str) -> None:
     st.write(dst, tensors, meta)
 
 
-def convert(src, dst: str, format: str = "auto") -> Checkpoint:
-    """load(src, format) and save it to dst (an svdq safetensors file that loads without conversion)."""
-    ckpt = load(src, format)
+def convert(src, dst: str, format: str = "auto", modelopt_scales: str = "auto") -> Checkpoint:
+    """load(src, format, modelopt_scales) and save it to dst (an svdq safetensors file that loads without
+    conversion)."""
+    ckpt = load(src, format, modelopt_scales)
     save(ckpt, dst)
     return ckpt
 

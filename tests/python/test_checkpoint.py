@@ -31,7 +31,8 @@ def rng(seed):
 
 
 def test_safetensors_round_trip(tmp_path):
-    t = {"a": Tensor("BF16", np.arange(6, dtype=np.uint16).reshape(2, 3)), "b": Tensor("F8_E4M3", np.array([1, 2], np.uint8)),
+    t = {"a": Tensor("BF16", np.arange(6, dtype=np.uint16).reshape(2, 3)),
+         "b": Tensor("F8_E4M3", np.array([1, 2], np.uint8)),
          "c": Tensor("F32", np.array(2.5, np.float32)), "e": Tensor("I8", np.zeros((0, 4), np.int8))}
     p = str(tmp_path / "x.safetensors")
     st.write(p, t, {"k": "v"})
@@ -368,6 +369,45 @@ def test_modelopt_round_trip(tmp_path):
             assert np.array_equal(back[s].array, L[s].array), (p, s)
 
 
+def test_modelopt_swizzled_scales(tmp_path):
+    """An export made with enable_swizzle_layout=True holds weight_scale in the 128x4 layout, unmarked. Where its
+    shape is the linear one too (every layer here: N a multiple of 128, K of 64) modelopt_scales='128x4' says so;
+    where the padded shape differs (N = 96) 'auto' sees it. Either way the layers are the linear file's, byte for
+    byte."""
+    raw, meta = st.read(MO_FILE)
+    want = ck.load(MO_FILE, format="modelopt")
+    sw = dict(raw)
+    for p in want.layers:
+        sw[p + ".weight_scale"] = Tensor("F8_E4M3", ck.swizzle(raw[p + ".weight_scale"].array))
+    got = ck.load(sw, format="modelopt", modelopt_scales="128x4")
+    for p in want.layers:
+        for s, v in want.layers[p].items():
+            assert np.array_equal(got.layers[p][s].array, v.array), (p, s)
+    # a shape that only the swizzled layout has: a layer with N = 96 rows (the padded scales have 128)
+    t = {f"x.{s}": v for s, v in ck.to_modelopt(_small_layer(96, 128)).items()}
+    lin = t["x.weight_scale"].array
+    t["x.weight_scale"] = Tensor("F8_E4M3", ck.swizzle(lin))
+    assert t["x.weight_scale"].shape == (128, 8)
+    auto = ck.load(t, format="modelopt").layers["x"]
+    assert np.array_equal(quant.unswizzle(auto["wscales"].array, 96, 128), lin)
+    with pytest.raises(CheckpointError, match="scales='128x4' needs shape"):
+        ck.load({**t, "x.weight_scale": Tensor("F8_E4M3", lin)}, format="modelopt", modelopt_scales="128x4")
+    with pytest.raises(ValueError, match="argument 'modelopt_scales'"):
+        ck.load(t, format="modelopt", modelopt_scales="rowmajor")
+
+
+def _small_layer(n, k, r=16, seed=11):
+    g = rng(seed)
+    bits = quant.bf16_bits(g.standard_normal((n, k)).astype(np.float32))
+    q, sf = quant.quantize(bits, 50.0)
+    f = lambda *s: quant.bf16_bits(g.standard_normal(s).astype(np.float32) * 0.1)  # noqa: E731
+    one = lambda v: Tensor("F32", np.array([v], np.float32))  # noqa: E731
+    return {"qweight": Tensor("U8", q), "wscales": Tensor("U8", sf), "weight_global_scale": one(50.0),
+            "pre_quant_scale": Tensor("BF16", quant.bf16_bits(np.ones(k, np.float32))),
+            "l2t_smoothed": Tensor("BF16", f(k, r)), "l1": Tensor("BF16", f(n, r)), "input_global_scale": one(2.0),
+            "alpha": one(0.01), "l1_scaled": Tensor("BF16", f(n, r))}
+
+
 def test_convert_writes_an_svdq_file_that_loads_without_conversion(tmp_path):
     dst = str(tmp_path / "tiny.svdq.safetensors")
     c = ck.convert(MO_DIR, dst)
@@ -407,8 +447,9 @@ def _nan_scale(t):
 
 
 def _rank24(t):
-    t[P0 + ".weight_quantizer._svdquant_lora_a"] = Tensor("BF16", t[P0 + ".weight_quantizer._svdquant_lora_a"].array[:24])
-    t[P0 + ".weight_quantizer._svdquant_lora_b"] = Tensor("BF16", t[P0 + ".weight_quantizer._svdquant_lora_b"].array[:, :24])
+    a, b = P0 + ".weight_quantizer._svdquant_lora_a", P0 + ".weight_quantizer._svdquant_lora_b"
+    t[a] = Tensor("BF16", t[a].array[:24])
+    t[b] = Tensor("BF16", t[b].array[:, :24])
 
 
 BAD = [
@@ -418,7 +459,8 @@ BAD = [
     (lambda t: t.update({P0 + ".weight_scale": Tensor("F32", np.ones((256, 16), np.float32))}),
      f"tensor '{P0}.weight_scale' must be F8_E4M3 or U8, got F32"),
     (lambda t: t.update({P0 + ".weight_scale": Tensor("F8_E4M3", np.ones((256, 8), np.uint8))}),
-     rf"tensor '{P0}.weight_scale' must have shape \[256, 16\], got \[256, 8\]"),
+     rf"tensor '{P0}.weight_scale' must have shape \[256, 16\] \(row-major\) or \[256, 16\] \(128x4 swizzled\), "
+     r"got \[256, 8\]"),
     (_nan_scale, f"tensor '{P0}.weight_scale' holds 1 NaN scale codes"),
     (_rank24, "rank 24 must be a multiple of 16"),
     (lambda t: t.update({P0 + ".weight_scale_2": Tensor("F32", np.array(np.nan, np.float32))}),
