@@ -257,6 +257,25 @@ def swizzle(sf: np.ndarray) -> np.ndarray:
     return padded.reshape(rp // 128, 4, 32, cp // 4, 4).transpose(0, 3, 2, 1, 4).reshape(rp, cp)
 
 
+_FLOATS = ("BF16", "F16", "F32")  # the float dtypes accepted for factors, smoothing, bias and scalars
+
+
+def _check_rank(what: str, r: int) -> None:
+    if r % 16 or not 16 <= r <= 256:
+        raise CheckpointError(f"{what}: rank {r} must be a multiple of 16 in [16, 256]")
+
+
+def _lowrank(tensors: Dict[str, Tensor], name: str, k: int, k_axis: int) -> Tuple[Tensor, int]:
+    """A low-rank factor holding K along k_axis and the rank along the other axis -> (tensor, rank), both checked."""
+    t = _need(tensors, name, _FLOATS)
+    if len(t.shape) != 2 or t.shape[k_axis] != k:
+        want = f"[r, K = {k}]" if k_axis == 1 else f"[K = {k}, r]"
+        raise CheckpointError(f"tensor '{name}' must be {want}, got shape {list(t.shape)}")
+    r = t.shape[1 - k_axis]
+    _check_rank(f"tensor '{name}'", r)
+    return t, r
+
+
 def _layer(n: int, k: int, qweight: np.ndarray, sf_linear: np.ndarray, wgs: float, pqs: np.ndarray, l2t: np.ndarray,
            l1: np.ndarray, igs: float, alpha: float, bias: Optional[np.ndarray],
            wcscales: Optional[np.ndarray]) -> Dict[str, Tensor]:
@@ -293,8 +312,7 @@ def _check_layer_shapes(prefix: str, t: Dict[str, Tensor]) -> None:
     if len(l1.shape) != 2 or l1.shape[0] != n:
         raise CheckpointError(f"tensor '{prefix}l1' must be [N = {n}, r], got shape {list(l1.shape)}")
     r = l1.shape[1]
-    if r % 16 or not 16 <= r <= 256:
-        raise CheckpointError(f"layer '{prefix[:-1]}': rank {r} must be a multiple of 16 in [16, 256]")
+    _check_rank(f"layer '{prefix[:-1]}'", r)
     _need(t, prefix + "wscales", ["U8"], ((n + 127) // 128 * 128, (k // 16 + 3) // 4 * 4))
     _need(t, prefix + "l2t_smoothed", ["BF16"], (k, r))
     _need(t, prefix + "l1_scaled", ["BF16"], (n, r))
@@ -350,9 +368,8 @@ def _modelopt(tensors: Dict[str, Tensor], meta: Dict[str, str], where: str, scal
         _check_scales(sname, sf_linear)
         ws2 = _scalar(names["weight_scale_2"], _need(tensors, names["weight_scale_2"], ["F32", "BF16", "F16"]))
         ins = _scalar(names["input_scale"], _need(tensors, names["input_scale"], ["F32", "BF16", "F16"]))
-        fl = ["BF16", "F16", "F32"]
         if names["pre_quant_scale"] in tensors:
-            pqs = _to_bf16(names["pre_quant_scale"], _need(tensors, names["pre_quant_scale"], fl, (k,)))
+            pqs = _to_bf16(names["pre_quant_scale"], _need(tensors, names["pre_quant_scale"], _FLOATS, (k,)))
             if np.any(bf16_value(pqs) == 0):
                 raise CheckpointError(f"tensor '{names['pre_quant_scale']}' holds zeros; smoothing factors must be "
                                       "non-zero")
@@ -363,13 +380,8 @@ def _modelopt(tensors: Dict[str, Tensor], meta: Dict[str, str], where: str, scal
             missing = names["lora_b"] if has_a else names["lora_a"]
             raise CheckpointError(f"tensor '{missing}' is missing (a layer needs both low-rank factors)")
         if has_a:
-            a = _need(tensors, names["lora_a"], fl)
-            if len(a.shape) != 2 or a.shape[1] != k:
-                raise CheckpointError(f"tensor '{names['lora_a']}' must be [r, K = {k}], got shape {list(a.shape)}")
-            r = a.shape[0]
-            if r % 16 or not 16 <= r <= 256:
-                raise CheckpointError(f"tensor '{names['lora_a']}': rank {r} must be a multiple of 16 in [16, 256]")
-            b = _need(tensors, names["lora_b"], fl, (n, r))
+            a, r = _lowrank(tensors, names["lora_a"], k, k_axis=1)
+            b = _need(tensors, names["lora_b"], _FLOATS, (n, r))
             a_bits, b_bits = _to_bf16(names["lora_a"], a), _to_bf16(names["lora_b"], b)
             # SPEC §1 / FlashInfer: l2t_smoothed = BF16(pqs[:, None] · Aᵀ) (product exact in FP32, one rounding)
             l2t = bf16_bits(bf16_value(pqs)[:, None] * bf16_value(a_bits).T)
@@ -378,7 +390,7 @@ def _modelopt(tensors: Dict[str, Tensor], meta: Dict[str, str], where: str, scal
             l2t, b_bits = np.zeros((k, r), np.uint16), np.zeros((n, r), np.uint16)
         bias = None
         if names["bias"] in tensors:
-            bias = _to_bf16(names["bias"], _need(tensors, names["bias"], fl, (n,)))
+            bias = _to_bf16(names["bias"], _need(tensors, names["bias"], _FLOATS, (n,)))
         alpha = float(np.float32(ins) * np.float32(ws2))
         layers[p] = _layer(n, k, w.array, sf_linear, float(np.float32(1.0) / np.float32(ws2)), pqs,
                            l2t, b_bits, float(np.float32(1.0) / np.float32(ins)), alpha, bias, None)
@@ -523,18 +535,12 @@ def _nunchaku(tensors: Dict[str, Tensor], meta: Dict[str, str], where: str):
         _check_scales(sn, sf)
         names = {role: next((f"{p}.{c}" for c in cands if f"{p}.{c}" in tensors), f"{p}.{cands[0]}")
                  for role, cands in _NC_NAMES.items()}
-        fl = ["BF16", "F16", "F32"]
-        d = _need(tensors, names["down"], fl)
-        if len(d.shape) != 2 or d.shape[0] != k:
-            raise CheckpointError(f"tensor '{names['down']}' must be [K = {k}, r], got shape {list(d.shape)}")
-        r = d.shape[1]
-        if r % 16 or not 16 <= r <= 256:
-            raise CheckpointError(f"tensor '{names['down']}': rank {r} must be a multiple of 16 in [16, 256]")
-        u = _need(tensors, names["up"], fl, (n, r))
+        d, r = _lowrank(tensors, names["down"], k, k_axis=0)
+        u = _need(tensors, names["up"], _FLOATS, (n, r))
         a = nunchaku_unpack_lowrank(_to_bf16(names["down"], d), down=True)  # [r, K], applied to the raw x
         b = nunchaku_unpack_lowrank(_to_bf16(names["up"], u), down=False)  # [N, r]
         if names["smooth"] in tensors:
-            sm = _float(_need(tensors, names["smooth"], fl, (k,)))
+            sm = _float(_need(tensors, names["smooth"], _FLOATS, (k,)))
             sm = nunchaku_unpack_vector(sm)
             if not np.all(np.isfinite(sm)) or np.any(sm == 0):
                 raise CheckpointError(f"tensor '{names['smooth']}' must hold finite non-zero factors")
@@ -543,16 +549,16 @@ def _nunchaku(tensors: Dict[str, Tensor], meta: Dict[str, str], where: str):
             pqs = bf16_bits(np.ones(k, np.float32))
         alpha = 1.0
         if f"{p}.wtscale" in tensors:
-            alpha = _scalar(f"{p}.wtscale", _need(tensors, f"{p}.wtscale", fl))
+            alpha = _scalar(f"{p}.wtscale", _need(tensors, f"{p}.wtscale", _FLOATS))
         wc = None
         if f"{p}.wcscales" in tensors:
-            wcv = nunchaku_unpack_vector(_float(_need(tensors, f"{p}.wcscales", fl, (n,))))
+            wcv = nunchaku_unpack_vector(_float(_need(tensors, f"{p}.wcscales", _FLOATS, (n,))))
             if not np.all(np.isfinite(wcv)):
                 raise CheckpointError(f"tensor '{p}.wcscales' must hold finite values")
             wc = None if np.all(wcv == 1) else wcv
         bias = None
         if f"{p}.bias" in tensors:
-            bias = nunchaku_unpack_vector(_to_bf16(f"{p}.bias", _need(tensors, f"{p}.bias", fl, (n,))))
+            bias = nunchaku_unpack_vector(_to_bf16(f"{p}.bias", _need(tensors, f"{p}.bias", _FLOATS, (n,))))
         layers[p] = _layer(n, k, nunchaku_unpack_qweight(q.array), sf, 1.0 / alpha, pqs, a.T.copy(), b, 1.0, alpha,
                            bias, wc)
         used.update([qn, sn, f"{p}.wtscale", f"{p}.wcscales", f"{p}.bias", *names.values()])

@@ -150,10 +150,7 @@ def _svdquant_weight_cuda(weight: torch.Tensor, rank: int, smooth) -> dict:
     the factors are stored in BF16, and the residual is taken in FP64 from the factors found), BF16 residual and the
     SPEC §1 quantizer (svdq.nvfp4_quantize), the factors as BF16 tensors there."""
     n, k = weight.shape
-    if k % 32 or n % 32:
-        raise ValueError(f"argument 'weight' [N={n}, K={k}]: N and K must be multiples of 32")
-    if rank % 16 or not 16 <= rank <= 256 or rank > min(n, k):
-        raise ValueError(f"argument 'rank' = {rank} must be a multiple of 16 in [16, 256] and at most min(N, K)")
+    quant.check_weight_shape(n, k, rank)
     dev = weight.device
     w = weight.to(torch.float64)
     if smooth is None:

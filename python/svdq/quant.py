@@ -81,6 +81,14 @@ def dequantize(q, sf, rows: int, k: int) -> np.ndarray:
     return E2M1_VALUES[codes] * np.repeat(scales, 16, axis=1)
 
 
+def check_weight_shape(n: int, k: int, rank: int) -> None:
+    """svdquant_weight's rules for a weight [N, K] and a rank (ValueError naming the argument)."""
+    if k % 32 or n % 32:
+        raise ValueError(f"argument 'weight' [N={n}, K={k}]: N and K must be multiples of 32")
+    if rank % 16 or not 16 <= rank <= 256 or rank > min(n, k):
+        raise ValueError(f"argument 'rank' = {rank} must be a multiple of 16 in [16, 256] and at most min(N, K)")
+
+
 def svdquant_weight(weight, rank: int = 32, smooth=None) -> dict:
     """SVDQuant of a weight [N, K] (any float array): the layer's tensors as NumPy arrays.
 
@@ -92,10 +100,7 @@ def svdquant_weight(weight, rank: int = 32, smooth=None) -> dict:
     if w.ndim != 2:
         raise ValueError(f"argument 'weight' must be 2-D [N, K], got shape {w.shape}")
     n, k = w.shape
-    if k % 32 or n % 32:
-        raise ValueError(f"argument 'weight' [N={n}, K={k}]: N and K must be multiples of 32")
-    if rank % 16 or not 16 <= rank <= 256 or rank > min(n, k):
-        raise ValueError(f"argument 'rank' = {rank} must be a multiple of 16 in [16, 256] and at most min(N, K)")
+    check_weight_shape(n, k, rank)
     if smooth is None:
         pqs_bits = bf16_bits(np.ones(k, dtype=np.float32))
     else:
